@@ -1,0 +1,1 @@
+"""morphcache.runtime."""

@@ -1,0 +1,5 @@
+import morphcache
+
+
+def test_version() -> None:
+    assert morphcache.__version__
