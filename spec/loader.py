@@ -1,0 +1,412 @@
+"""Read a spec file into a checked :class:`~morphcache.spec.model.Spec`.
+
+Sections (see ``spec/README.md``): ``spec``, ``description``, ``instance`` (pages, constants),
+``system`` and ``page`` variables, ``objects``, ``predicates``, ``lemmas``, ``properties``,
+``lookup`` and ``layouts``.  Every problem raises one located :class:`SpecError`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError
+from .expr import Const, Expr, IfExp, Loc
+from .interp import evaluate
+from .model import (
+    PAGE,
+    PATHS,
+    RULES,
+    SYSTEM,
+    Effect,
+    Event,
+    Layout,
+    Lookup,
+    ObjectSpec,
+    Param,
+    Property,
+    Spec,
+    VarDecl,
+)
+from .parse import Predicate, Source, parse_expr
+from .typecheck import Scope, check
+from .yamlpos import YList, YMap, load_yaml
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1}
+_TOP = ("spec", "description", "instance", "system", "page", "objects", "predicates", "lemmas",
+        "properties", "lookup", "layouts")
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load, parse and type-check the spec at ``path``."""
+    p = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(p, 1, 1, f"cannot read spec: {exc.strerror or exc}") from None
+    return _Loader(p, load_yaml(text, p)).spec()
+
+
+class _Loader:
+    def __init__(self, path: str, doc: YMap) -> None:
+        self.path = path
+        self.doc = doc
+        self.constants: dict[str, int] = {}
+        self.vars: dict[str, VarDecl] = {}
+        self.states: dict[str, tuple[str, ...]] = {}
+        self.scopes: dict[str, str] = {}
+        self.predicates: dict[str, Predicate] = {}
+        self.pages = 0
+
+    # -- helpers -----------------------------------------------------------------------------
+    def err(self, where: YMap | YList, key: str | int | None, message: str) -> SpecError:
+        if key is None:
+            return SpecError(self.path, where.line, where.col, message)
+        mark = where.marks[key] if isinstance(where, YMap) else where.marks[int(key)]  # type: ignore[index]
+        return SpecError(self.path, mark[0], mark[1], message)
+
+    def need(self, m: YMap, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+        if key not in m:
+            raise self.err(m, None, f"{what}: missing '{key}'")
+        value = m[key]
+        if not isinstance(value, kind):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            shown = {"YMap": "mapping", "YList": "list"}.get(names, names)
+            raise self.err(m, key, f"{what}: '{key}' must be a {shown}")
+        return value
+
+    def mapping(self, m: YMap, key: str, what: str, required: bool = True) -> YMap:
+        if key not in m and not required:
+            empty = YMap()
+            empty.line, empty.col, empty.marks = m.line, m.col, {}
+            return empty
+        return self.need(m, key, YMap, what)  # type: ignore[no-any-return]
+
+    def expr(self, m: YMap | YList, key: str | int, scope: Scope, want: str | None = "bool") -> Expr:
+        mark = m.marks[key] if isinstance(m, YMap) else m.marks[int(key)]  # type: ignore[index]
+        value = m[key]  # type: ignore[index]
+        if isinstance(value, (YMap, YList)) or value is None:
+            raise SpecError(self.path, mark[0], mark[1], "expected an expression")
+        e = parse_expr(value, Source(self.path, mark[0], mark[1]), self.predicates)
+        check(e, scope, want)
+        return e
+
+    def const_int(self, m: YMap, key: str, what: str) -> int:
+        value = self.expr(m, key, self.const_scope(), "int")
+        result = evaluate(value, {**self.constants, "pages": self.pages})
+        assert isinstance(result, int)
+        return result
+
+    def const_scope(self) -> Scope:
+        return Scope(self.path, {k: "int" for k in [*self.constants, "pages"]}, {}, {})
+
+    def base_scope(self) -> Scope:
+        scalars = {k: "int" for k in [*self.constants, "pages"]}
+        arrays: dict[str, str] = {}
+        for name, decl in self.vars.items():
+            (arrays if decl.scope == PAGE else scalars)[name] = decl.type
+        for obj, scope in self.scopes.items():
+            (arrays if scope == PAGE else scalars)[obj] = f"state:{obj}"
+        return Scope(self.path, scalars, arrays, self.states)
+
+    def unknown_keys(self, m: YMap, allowed: tuple[str, ...], what: str) -> None:
+        for key in m:
+            if key not in allowed:
+                raise self.err(m, key, f"{what}: unknown key '{key}' (allowed: {', '.join(allowed)})")
+
+    def name_ok(self, m: YMap, key: str, what: str) -> None:
+        if not key.isidentifier() or key in ("p", "q", "pos", "pages"):
+            raise self.err(m, key, f"{what} name '{key}' is not a usable identifier")
+        taken = [*self.constants, *self.vars, *self.states]
+        if key in taken:
+            raise self.err(m, key, f"{what} '{key}' is declared twice")
+
+    # -- sections ----------------------------------------------------------------------------
+    def spec(self) -> Spec:
+        d = self.doc
+        self.unknown_keys(d, _TOP, "spec")
+        name = self.need(d, "spec", str, "spec")
+        inst = self.mapping(d, "instance", "instance")
+        self.unknown_keys(inst, ("pages", "constants"), "instance")
+        self.pages = self.need(inst, "pages", int, "instance")
+        if self.pages < 1:
+            raise self.err(inst, "pages", "instance: pages must be at least 1")
+        consts = self.mapping(inst, "constants", "instance", required=False)
+        for key in consts:
+            self.name_ok(consts, key, "constant")
+            self.constants[key] = self.const_int(consts, key, "constant")
+        for section, scope in (("system", SYSTEM), ("page", PAGE)):
+            decls = self.mapping(d, section, section, required=False)
+            for key in decls:
+                self.var(decls, key, scope, None)
+        objects_raw = self.mapping(d, "objects", "objects")
+        if not objects_raw:
+            raise self.err(objects_raw, None, "objects: declare at least one object")
+        for key in objects_raw:  # first pass: names, states and variables
+            self.object_header(objects_raw, key)
+        self.predicate_section()
+        objects = {key: self.object_events(objects_raw, key) for key in objects_raw}
+        props = self.lemmas() + self.properties(objects)
+        return Spec(
+            name=name,
+            path=self.path,
+            description=str(d.get("description", "")).strip(),
+            pages=self.pages,
+            constants=dict(self.constants),
+            vars=dict(self.vars),
+            objects=objects,
+            properties=props,
+            lookup=self.lookup(),
+            layouts=self.layouts(),
+        )
+
+    def var(self, decls: YMap, key: str, scope: str, owner: str | None) -> None:
+        self.name_ok(decls, key, "variable")
+        m = decls[key]
+        if not isinstance(m, YMap):
+            raise self.err(decls, key, f"variable '{key}': expected a mapping with type and init")
+        self.unknown_keys(m, ("type", "min", "max", "init", "description"), f"variable '{key}'")
+        vtype = self.need(m, "type", str, f"variable '{key}'")
+        if vtype not in ("int", "bool"):
+            raise self.err(m, "type", f"variable '{key}': type must be int or bool, not '{vtype}'")
+        lo = self.const_int(m, "min", key) if "min" in m else None
+        hi = self.const_int(m, "max", key) if "max" in m else None
+        if vtype == "bool" and (lo is not None or hi is not None):
+            raise self.err(m, None, f"variable '{key}': a bool has no min or max")
+        if "init" not in m:
+            raise self.err(m, None, f"variable '{key}': missing 'init'")
+        init: int | bool
+        if vtype == "bool":
+            init = self.need(m, "init", bool, f"variable '{key}'")
+        else:
+            init = self.const_int(m, "init", key)
+            if (lo is not None and init < lo) or (hi is not None and init > hi):
+                raise self.err(m, "init", f"variable '{key}': init {init} is outside [{lo}, {hi}]")
+        if lo is not None and hi is not None and lo > hi:
+            raise self.err(m, None, f"variable '{key}': min {lo} is above max {hi}")
+        self.vars[key] = VarDecl(key, vtype, scope, init, lo, hi, owner, Loc(decls.marks[key][0], decls.marks[key][1]))
+
+    def object_header(self, objs: YMap, key: str) -> None:
+        self.name_ok(objs, key, "object")
+        m = objs[key]
+        if not isinstance(m, YMap):
+            raise self.err(objs, key, f"object '{key}': expected a mapping")
+        self.unknown_keys(m, ("scope", "description", "states", "initial", "vars", "events"), f"object '{key}'")
+        scope = m.get("scope", PAGE)
+        if scope not in (PAGE, SYSTEM):
+            raise self.err(m, "scope", f"object '{key}': scope must be page or system")
+        states = self.need(m, "states", YList, f"object '{key}'")
+        if not states or not all(isinstance(s, str) and s.isidentifier() for s in states):
+            raise self.err(m, "states", f"object '{key}': states must be a non-empty list of names")
+        if len(set(states)) != len(states):
+            raise self.err(m, "states", f"object '{key}': a state is listed twice")
+        self.states[key] = tuple(states)
+        self.scopes[key] = scope
+        initial = self.need(m, "initial", str, f"object '{key}'")
+        if initial not in states:
+            raise self.err(m, "initial", f"object '{key}': initial state '{initial}' is not one of its states")
+        for vname in self.mapping(m, "vars", f"object '{key}'", required=False):
+            self.var(m["vars"], vname, scope, key)
+
+    def predicate_section(self) -> None:
+        preds = self.mapping(self.doc, "predicates", "predicates", required=False)
+        for key in preds:
+            self.name_ok(preds, key, "predicate")
+            m = preds[key]
+            if isinstance(m, YMap):
+                self.unknown_keys(m, ("params", "expr", "description"), f"predicate '{key}'")
+                params = tuple(m.get("params", ()))
+                body_map, body_key = m, "expr"
+                if "expr" not in m:
+                    raise self.err(m, None, f"predicate '{key}': missing 'expr'")
+            else:
+                params, body_map, body_key = ("p",), preds, key
+            scope = self.base_scope().bind(**{prm: "int" for prm in params})
+            body = self.expr(body_map, body_key, scope)
+            self.predicates[key] = Predicate(key, params, body)
+
+    def object_events(self, objs: YMap, key: str) -> ObjectSpec:
+        m = objs[key]
+        scope = self.scopes[key]
+        events: list[Event] = []
+        raw = self.mapping(m, "events", f"object '{key}'", required=False)
+        for ename in raw:
+            if not ename.isidentifier():
+                raise self.err(raw, ename, f"event name '{ename}' is not an identifier")
+            if any(ename in [e.name for e in o.events] for o in getattr(self, "_done", [])):
+                raise self.err(raw, ename, f"event '{ename}' is declared twice")
+            events.append(self.event(raw, ename, key, scope))
+        obj = ObjectSpec(key, scope, self.states[key], m["initial"],
+                         tuple(v for v, d in self.vars.items() if d.owner == key), tuple(events),
+                         str(m.get("description", "")).strip())
+        self._done: list[ObjectSpec] = [*getattr(self, "_done", []), obj]
+        return obj
+
+    def event(self, raw: YMap, ename: str, owner: str, scope: str) -> Event:
+        m = raw[ename]
+        what = f"event '{ename}'"
+        if not isinstance(m, YMap):
+            raise self.err(raw, ename, f"{what}: expected a mapping with from and to")
+        self.unknown_keys(m, ("from", "to", "params", "guard", "effects", "description"), what)
+        sources = m.get("from")
+        sources = [sources] if isinstance(sources, str) else sources
+        if not isinstance(sources, list) or not sources:
+            raise self.err(m, "from" if "from" in m else None, f"{what}: 'from' must name one or more states")
+        for i, s in enumerate(sources):
+            if s not in self.states[owner]:
+                where: YMap | YList = m if not isinstance(m["from"], YList) else m["from"]
+                raise self.err(where, "from" if where is m else i,
+                               f"{what}: '{s}' is not a state of '{owner}'")
+        target = self.need(m, "to", str, what)
+        if target not in self.states[owner]:
+            raise self.err(m, "to", f"{what}: '{target}' is not a state of '{owner}'")
+        params: list[Param] = []
+        for pname, pm in self.mapping(m, "params", what, required=False).items():
+            if not isinstance(pm, YMap) or "min" not in pm or "max" not in pm:
+                raise self.err(m["params"], pname, f"{what}: param '{pname}' needs min and max")
+            params.append(Param(pname, self.const_int(pm, "min", pname), self.const_int(pm, "max", pname)))
+        bound = {"p": "int"} if scope == PAGE else {}
+        escope = self.base_scope().bind(**bound, **{prm.name: "int" for prm in params})
+        guard = self.expr(m, "guard", escope) if "guard" in m else parse_expr("true", Source(self.path, 0, 0))
+        effects = tuple(self.effect(m["effects"], k, escope, scope, what)
+                        for k in self.mapping(m, "effects", what, required=False))
+        loc = Loc(raw.marks[ename][0], raw.marks[ename][1])
+        return Event(ename, owner, scope, tuple(sources), target, guard, effects, tuple(params),
+                     str(m.get("description", "")).strip(), loc)
+
+    def effect(self, effs: YMap, key: str, escope: Scope, ev_scope: str, what: str) -> Effect:
+        name, index = key, None
+        if key.endswith("]") and "[" in key:
+            name, index = key[:-1].split("[", 1)
+        if name in self.states:
+            target_type, target_scope = f"state:{name}", self.scopes[name]
+        elif name in self.vars:
+            target_type, target_scope = self.vars[name].type, self.vars[name].scope
+        else:
+            raise self.err(effs, key, f"{what}: effect on unknown variable '{name}'")
+        if target_scope == PAGE and index not in ("p", "*"):
+            raise self.err(effs, key, f"{what}: per-page '{name}' must be written {name}[p] or {name}[*]")
+        if index == "p" and ev_scope != PAGE:
+            raise self.err(effs, key, f"{what}: a system event has no page p; write {name}[*]")
+        if target_scope == SYSTEM and index is not None:
+            raise self.err(effs, key, f"{what}: '{name}' is not per page")
+        scope = escope.bind(q="int") if index == "*" else escope
+        value = self.expr(effs, key, scope, None)
+        got = check(value, scope)
+        if got != target_type and not (got == "str" and target_type.startswith("state:")):
+            raise self.err(effs, key, f"{what}: '{name}' is {target_type}, the effect gives {got}")
+        if got == "str":
+            for literal in _state_literals(value):
+                if literal not in self.states[name]:
+                    raise self.err(effs, key, f"{what}: '{literal}' is not a state of '{name}'")
+        mark = effs.marks[key]
+        return Effect(name, index, value, Loc(mark[0], mark[1]))
+
+    def lemmas(self) -> tuple[Property, ...]:
+        raw = self.mapping(self.doc, "lemmas", "lemmas", required=False)
+        out = []
+        for key in raw:
+            m, k, desc = (raw[key], "expr", raw[key].get("description", "")) if isinstance(raw[key], YMap) \
+                else (raw, key, "")
+            e = self.expr(m, k, self.base_scope())
+            out.append(Property(key, "lemma", e, None, None, str(desc).strip(),
+                                Loc(raw.marks[key][0], raw.marks[key][1])))
+        return tuple(out)
+
+    def properties(self, objects: dict[str, ObjectSpec]) -> tuple[Property, ...]:
+        raw = self.mapping(self.doc, "properties", "properties", required=False)
+        events = {ev.name: ev for o in objects.values() for ev in o.events}
+        out = []
+        for key in raw:
+            m = raw[key]
+            what = f"property '{key}'"
+            if not isinstance(m, YMap):
+                raise self.err(raw, key, f"{what}: expected a mapping with expr")
+            self.unknown_keys(m, ("expr", "rule", "kind", "event", "description"), what)
+            kind = m.get("kind", "invariant")
+            if kind not in ("invariant", "step"):
+                raise self.err(m, "kind", f"{what}: kind must be invariant or step")
+            rule = m.get("rule")
+            if rule is not None and rule not in RULES:
+                raise self.err(m, "rule", f"{what}: rule must be one of {', '.join(RULES)}")
+            scope = self.base_scope()
+            event = None
+            if kind == "step":
+                event = self.need(m, "event", str, what)
+                if event not in events:
+                    raise self.err(m, "event", f"{what}: unknown event '{event}'")
+                ev = events[event]
+                scope = scope.bind(**{a: "int" for a in ev.arg_names})
+            e = self.expr(m, "expr", scope)
+            out.append(Property(key, kind, e, rule, event, str(m.get("description", "")).strip(),
+                                Loc(raw.marks[key][0], raw.marks[key][1])))
+        return tuple(out)
+
+    def lookup(self) -> Lookup:
+        m = self.mapping(self.doc, "lookup", "lookup", required=False)
+        self.unknown_keys(m, ("needed", "ready", "recovery"), "lookup")
+        page_scope = self.base_scope().bind(p="int")
+        needed_raw = self.mapping(m, "needed", "lookup", required=False)
+        needed = {k: self.expr(needed_raw, k, page_scope.bind(pos="int")) for k in needed_raw}
+        ready_raw = self.mapping(m, "ready", "lookup", required=False)
+        ready = {k: self.expr(ready_raw, k, page_scope) for k in ready_raw}
+        recovery: dict[str, dict[str, Expr]] = {}
+        rec_raw = self.mapping(m, "recovery", "lookup", required=False)
+        for obj in rec_raw:
+            paths = self.mapping(rec_raw, obj, f"recovery of '{obj}'")
+            for path in paths:
+                if path not in PATHS:
+                    raise self.err(paths, path, f"recovery of '{obj}': unknown path '{path}' "
+                                   f"(paths: {', '.join(PATHS)})")
+            recovery[obj] = {path: self.expr(paths, path, page_scope) for path in paths}
+        for table, raw in (("needed", needed_raw), ("ready", ready_raw), ("recovery", rec_raw)):
+            for k in raw:
+                if k not in self.states:
+                    raise self.err(raw, k, f"lookup {table}: '{k}' is not an object")
+        for k in needed:
+            if k not in ready:
+                raise self.err(needed_raw, k, f"lookup: '{k}' is needed but has no ready predicate")
+        return Lookup(tuple(needed), needed, ready, recovery)
+
+    def layouts(self) -> tuple[Layout, ...]:
+        raw = self.mapping(self.doc, "layouts", "layouts", required=False)
+        out = []
+        for key in raw:
+            m = raw[key]
+            what = f"layout '{key}'"
+            if not isinstance(m, YMap):
+                raise self.err(raw, key, f"{what}: expected a mapping")
+            self.unknown_keys(m, ("dtype", "shape", "entries", "stride_bytes", "base", "align", "pool_bytes",
+                                  "description"), what)
+            dtype = self.need(m, "dtype", str, what)
+            if dtype not in DTYPE_BYTES:
+                raise self.err(m, "dtype", f"{what}: unknown dtype '{dtype}' ({', '.join(DTYPE_BYTES)})")
+            shape_raw = self.need(m, "shape", YList, what)
+            shape = tuple(self._const_item(shape_raw, i) for i in range(len(shape_raw)))
+            if any(s <= 0 for s in shape):
+                raise self.err(m, "shape", f"{what}: every dimension must be positive, got {list(shape)}")
+            entry_bytes = math.prod(shape) * DTYPE_BYTES[dtype]
+            entries = self.const_int(m, "entries", what)
+            stride = self.const_int(m, "stride_bytes", what) if "stride_bytes" in m else entry_bytes
+            base = self.const_int(m, "base", what) if "base" in m else 0
+            align = self.const_int(m, "align", what) if "align" in m else 1
+            if align <= 0 or align & (align - 1):
+                raise self.err(m, "align", f"{what}: align must be a positive power of two, got {align}")
+            pool = self.const_int(m, "pool_bytes", what) if "pool_bytes" in m else base + entries * stride
+            out.append(Layout(key, dtype, shape, entries, entry_bytes, stride, base, align, pool,
+                              Loc(raw.marks[key][0], raw.marks[key][1])))
+        return tuple(out)
+
+    def _const_item(self, seq: YList, i: int) -> int:
+        e = self.expr(seq, i, self.const_scope(), "int")
+        result = evaluate(e, {**self.constants, "pages": self.pages})
+        assert isinstance(result, int)
+        return result
+
+
+def _state_literals(e: Expr) -> list[str]:
+    """The quoted state names an effect value can produce (through ``a if c else b``)."""
+    if isinstance(e, IfExp):
+        return _state_literals(e.then) + _state_literals(e.other)
+    return [e.value] if isinstance(e, Const) and isinstance(e.value, str) else []

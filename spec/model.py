@@ -1,0 +1,160 @@
+"""The parsed spec: frozen dataclasses that every backend (proofs, runtime, diagrams) reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .expr import Expr, Loc
+
+PAGE = "page"
+SYSTEM = "system"
+RULES = ("admission", "diversion", "toctou", "topology")
+PATHS = ("in_place", "compress", "recompute", "prefetch")
+
+
+@dataclass(frozen=True)
+class VarDecl:
+    """A typed variable with a finite domain or bounds.  ``scope`` is page (one per page) or system."""
+
+    name: str
+    type: str  # "int" | "bool"
+    scope: str
+    init: int | bool
+    min: int | None = None
+    max: int | None = None
+    owner: str | None = None
+    loc: Loc = field(default=Loc(), compare=False)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """``target := value``; ``index`` is None (system), "p" (the event's page) or "*" (every page q)."""
+
+    target: str
+    index: str | None
+    value: Expr
+    loc: Loc = field(default=Loc(), compare=False)
+
+
+@dataclass(frozen=True)
+class Param:
+    """An event argument beyond the page: a bounded integer chosen by the caller."""
+
+    name: str
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class Event:
+    """A transition of one object: from any of ``sources`` to ``target`` when ``guard`` holds."""
+
+    name: str
+    owner: str
+    scope: str
+    sources: tuple[str, ...]
+    target: str
+    guard: Expr
+    effects: tuple[Effect, ...]
+    params: tuple[Param, ...] = ()
+    description: str = ""
+    loc: Loc = field(default=Loc(), compare=False)
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """The event's arguments in call order: ``p`` for page objects, then its params."""
+        first = ("p",) if self.scope == PAGE else ()
+        return first + tuple(prm.name for prm in self.params)
+
+
+@dataclass(frozen=True)
+class ObjectSpec:
+    """One cache-object lifecycle: its states, its own variables and its events."""
+
+    name: str
+    scope: str
+    states: tuple[str, ...]
+    initial: str
+    vars: tuple[str, ...]
+    events: tuple[Event, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Property:
+    """A property to prove.
+
+    kind ``invariant``: ``expr`` holds in every reachable state.  kind ``step``: whenever ``event``
+    fires, ``expr`` holds in the state it fires from (``p`` and the event's params are bound).
+    kind ``lemma``: a strengthening invariant, proved like the others and assumed by induction.
+    """
+
+    name: str
+    kind: str
+    expr: Expr
+    rule: str | None = None
+    event: str | None = None
+    description: str = ""
+    loc: Loc = field(default=Loc(), compare=False)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The lookup: which pages each object needs for a hit at ``pos``, when it is ready, and its paths.
+
+    ``needed[obj]`` has free names ``p`` and ``pos``; ``ready[obj]`` and every
+    ``recovery[obj][path]`` have free name ``p``.
+    """
+
+    objects: tuple[str, ...]
+    needed: dict[str, Expr]
+    ready: dict[str, Expr]
+    recovery: dict[str, dict[str, Expr]]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A memory pool a kernel reads: ``entries`` entries of ``entry_bytes`` at ``base + i * stride``."""
+
+    name: str
+    dtype: str
+    entry_shape: tuple[int, ...]
+    entries: int
+    entry_bytes: int
+    stride: int
+    base: int
+    align: int
+    pool_bytes: int
+    loc: Loc = field(default=Loc(), compare=False)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A whole design: the instance, the objects, the properties, the lookup and the layouts."""
+
+    name: str
+    path: str
+    description: str
+    pages: int
+    constants: dict[str, int]
+    vars: dict[str, VarDecl]
+    objects: dict[str, ObjectSpec]
+    properties: tuple[Property, ...]
+    lookup: Lookup
+    layouts: tuple[Layout, ...]
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """Every event of every object, in declaration order."""
+        return tuple(ev for obj in self.objects.values() for ev in obj.events)
+
+    def event(self, name: str) -> Event:
+        """The event called ``name``."""
+        for ev in self.events:
+            if ev.name == name:
+                return ev
+        raise KeyError(name)
+
+    def page_range(self) -> range:
+        """The page ids of the checked instance."""
+        return range(self.pages)

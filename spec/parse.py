@@ -1,0 +1,164 @@
+"""Parse the restricted expression syntax into the IR, with ``ast`` (never ``eval``).
+
+Allowed: int/bool literals, quoted state names, names, ``name[index]``, ``not``/``and``/``or``,
+comparisons (chains allowed), ``in``/``not in`` a literal set, ``+ - * // %``, unary minus,
+``a if c else b``, ``implies(a, b)``, ``all/any/sum(body for q in pages)`` and calls of the spec's
+named predicates, which are inlined.  Anything else is a :class:`SpecError` at its column.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .errors import SpecError
+from .expr import (
+    Binary,
+    BoolOp,
+    Compare,
+    Const,
+    Expr,
+    IfExp,
+    Implies,
+    Index,
+    InSet,
+    Loc,
+    Name,
+    Reduce,
+    Unary,
+    substitute,
+)
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A named, parameterised predicate (a macro): inlined wherever it is called."""
+
+    name: str
+    params: tuple[str, ...]
+    body: Expr
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an expression string sits in its file, to turn ast offsets into file positions."""
+
+    path: str
+    line: int
+    col: int
+
+
+def parse_expr(text: str, src: Source, predicates: Mapping[str, Predicate] | None = None) -> Expr:
+    """Parse ``text`` into the IR; raise :class:`SpecError` located in the spec file."""
+    if not isinstance(text, (str, int, bool)):
+        raise SpecError(src.path, src.line, src.col, f"expected an expression, got {type(text).__name__}")
+    text = str(text)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        col = (exc.offset or 1) - 1
+        raise SpecError(src.path, src.line, src.col + col, f"cannot parse expression: {exc.msg}") from None
+    return _Builder(src, predicates or {}).build(tree.body)
+
+
+class _Builder:
+    def __init__(self, src: Source, predicates: Mapping[str, Predicate]) -> None:
+        self.src = src
+        self.predicates = predicates
+
+    def loc(self, node: ast.AST) -> Loc:
+        return Loc(self.src.line + getattr(node, "lineno", 1) - 1, self.src.col + getattr(node, "col_offset", 0))
+
+    def fail(self, node: ast.AST, message: str) -> SpecError:
+        loc = self.loc(node)
+        return SpecError(self.src.path, loc.line, loc.col, message)
+
+    def build(self, node: ast.expr) -> Expr:  # noqa: C901 - one case per syntax form
+        loc = self.loc(node)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, (bool, int, str)):
+                return Const(node.value, loc)
+            raise self.fail(node, f"literal {node.value!r} is not allowed (ints, booleans, quoted states)")
+        if isinstance(node, ast.Name):
+            if node.id in ("true", "false"):
+                return Const(node.id == "true", loc)
+            return Name(node.id, loc)
+        if isinstance(node, ast.Subscript):
+            if not isinstance(node.value, ast.Name):
+                raise self.fail(node, "only a name can be indexed, as in gen[p]")
+            return Index(node.value.id, self.build(node.slice), loc)
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return Unary("not", self.build(node.operand), loc)
+            if isinstance(node.op, ast.USub):
+                return Unary("-", self.build(node.operand), loc)
+            raise self.fail(node, "only 'not' and unary '-' are allowed")
+        if isinstance(node, ast.BinOp):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise self.fail(node, "only + - * // % are allowed")
+            return Binary(op, self.build(node.left), self.build(node.right), loc)
+        if isinstance(node, ast.BoolOp):
+            word = "and" if isinstance(node.op, ast.And) else "or"
+            return BoolOp(word, tuple(self.build(v) for v in node.values), loc)
+        if isinstance(node, ast.Compare):
+            return self.compare(node)
+        if isinstance(node, ast.IfExp):
+            return IfExp(self.build(node.test), self.build(node.body), self.build(node.orelse), loc)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        raise self.fail(node, f"{type(node).__name__} is not allowed in a spec expression")
+
+    def compare(self, node: ast.Compare) -> Expr:
+        parts: list[Expr] = []
+        left = node.left
+        for op, right in zip(node.ops, node.comparators):
+            if isinstance(op, (ast.In, ast.NotIn)):
+                if not isinstance(right, (ast.Set, ast.List, ast.Tuple)):
+                    raise self.fail(right, "'in' needs a literal set, as in tier[p] in {'host', 'disk'}")
+                opts = tuple(self.build(e) for e in right.elts)
+                parts.append(InSet(self.build(left), opts, isinstance(op, ast.NotIn), self.loc(node)))
+            else:
+                sym = _CMPOPS.get(type(op))
+                if sym is None:
+                    raise self.fail(node, "only == != < <= > >= in and not in are allowed")
+                parts.append(Compare(sym, self.build(left), self.build(right), self.loc(node)))
+            left = right
+        return parts[0] if len(parts) == 1 else BoolOp("and", tuple(parts), self.loc(node))
+
+    def call(self, node: ast.Call) -> Expr:
+        if not isinstance(node.func, ast.Name) or node.keywords:
+            raise self.fail(node, "only implies(a, b), all/any/sum(... for q in pages) and predicates")
+        fname = node.func.id
+        loc = self.loc(node)
+        if fname == "implies":
+            if len(node.args) != 2:
+                raise self.fail(node, "implies takes exactly two arguments")
+            return Implies(self.build(node.args[0]), self.build(node.args[1]), loc)
+        if fname in ("all", "any", "sum"):
+            return self.reduce(fname, node)
+        pred = self.predicates.get(fname)
+        if pred is None:
+            raise self.fail(node, f"unknown function or predicate '{fname}'")
+        if len(node.args) != len(pred.params):
+            raise self.fail(node, f"predicate '{fname}' takes {len(pred.params)} argument(s)")
+        binding = {name: self.build(arg) for name, arg in zip(pred.params, node.args)}
+        return substitute(pred.body, binding)
+
+    def reduce(self, kind: str, node: ast.Call) -> Expr:
+        gen = node.args[0] if len(node.args) == 1 else None
+        if not isinstance(gen, ast.GeneratorExp) or len(gen.generators) != 1:
+            raise self.fail(node, f"{kind} takes one generator: {kind}(... for q in pages)")
+        comp = gen.generators[0]
+        if not isinstance(comp.target, ast.Name) or not (isinstance(comp.iter, ast.Name) and comp.iter.id == "pages"):
+            raise self.fail(node, f"{kind} ranges over pages only: {kind}(... for q in pages)")
+        body = self.build(gen.elt)
+        for cond in comp.ifs:
+            guard = self.build(cond)
+            body = IfExp(guard, body, Const(0, guard.loc)) if kind == "sum" else (
+                Implies(guard, body) if kind == "all" else BoolOp("and", (guard, body)))
+        return Reduce(kind, comp.target.id, body, self.loc(node))
