@@ -69,7 +69,7 @@ class HybridLayer(nn.Module):
 
     def out_proj(self, attn: Tensor) -> Tensor:
         """Attention output [T, Hq, D] -> residual update [T, d_model]."""
-        return attn.reshape(attn.shape[0], -1) @ self.wo
+        return attn.reshape(attn.shape[0], attn.shape[1] * attn.shape[2]) @ self.wo
 
     def mlp_norm(self, x: Tensor) -> Tensor:
         """Pre-MLP RMSNorm of the residual stream x [T, d_model]."""

@@ -38,11 +38,11 @@ _WORDS: tuple[str, ...] = (
 def _text(rng: random.Random, n_tokens: int) -> str:
     """Pseudo-English of exactly n_tokens bytes."""
     words: list[str] = []
-    size = 0
-    while size < n_tokens:
+    joined_len = -1  # len(" ".join(words))
+    while joined_len < n_tokens:
         word = rng.choice(_WORDS)
         words.append(word)
-        size += len(word) + 1
+        joined_len += len(word) + 1
     return " ".join(words)[:n_tokens]
 
 
