@@ -1,0 +1,114 @@
+"""Unbounded proofs: relative induction over a Houdini fixpoint, then k-induction.
+
+The textbook obligations, one method each:
+
+* initiation   ``Init(s0) => P(s0)``
+* consecution  ``J(s0) and T(s0, s1) => P(s1)`` where J is the conjunction of all candidates
+* k-induction  ``P(s0..s_{k-1}) and J(s0..s_k) and T^k => P(s_k)`` with a bounded base case
+
+Houdini: start with every lemma and property as a candidate, drop those whose consecution fails,
+repeat until the set is stable.  The survivors form an inductive invariant that holds initially,
+so each of them is PROVED.  A candidate that dropped out is handed to BMC and to k-induction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from morphcache.spec.model import Property
+
+from .system import TransitionSystem
+
+
+class Unknown(Exception):
+    """Z3 answered unknown (or timed out): never counted as proved or refuted."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SolverLimits:
+    """Per-query limits: ``timeout_ms`` wall-clock, ``rlimit`` deterministic resource units (0 = none)."""
+
+    timeout_ms: int = 60_000
+    rlimit: int = 0
+
+    def solver(self) -> z3.Solver:
+        """A fresh solver with these limits."""
+        s = z3.Solver()
+        s.set("timeout", self.timeout_ms)
+        if self.rlimit:
+            s.set("rlimit", self.rlimit)
+        return s
+
+
+def is_valid(limits: SolverLimits, premises: list[Any], goal: Any) -> bool:
+    """Whether ``premises => goal`` is valid; raise :class:`Unknown` if Z3 cannot tell."""
+    solver = limits.solver()
+    solver.add(*premises)
+    solver.add(z3.Not(goal))
+    answer = solver.check()
+    if answer == z3.unknown:
+        raise Unknown(solver.reason_unknown())
+    return answer == z3.unsat
+
+
+class Induction:
+    """Inductive proofs of a set of candidate invariants over a transition system."""
+
+    def __init__(self, ts: TransitionSystem, limits: SolverLimits) -> None:
+        self.ts = ts
+        self.limits = limits
+        self.s0 = ts.state("0")
+        self.s1 = ts.state("1")
+
+    def initiation(self, prop: Property) -> bool:
+        """``Init(s0) => P(s0)``."""
+        return is_valid(self.limits, [self.ts.init(self.s0)], self.ts.holds(prop, self.s0))
+
+    def consecution(self, prop: Property, assumed: list[Property]) -> bool:
+        """``Domain(s0) and J(s0) and T(s0, s1) => P(s1)`` with J the conjunction of ``assumed``."""
+        premises = [self.ts.domain(self.s0), self.ts.trans(self.s0, self.s1)]
+        premises += [self.ts.holds(a, self.s0) for a in assumed]
+        return is_valid(self.limits, premises, self.ts.holds(prop, self.s1))
+
+    def houdini(self, candidates: list[Property], progress: Callable[[str], None] | None = None) -> list[Property]:
+        """The largest subset of ``candidates`` that holds initially and is inductive relative to itself."""
+        alive = [c for c in candidates if self.initiation(c)]
+        while True:
+            failing = [c for c in alive if not self.consecution(c, alive)]
+            if progress:
+                progress(f"houdini: {len(alive)} candidates, {len(failing)} not inductive")
+            if not failing:
+                return alive
+            alive = [c for c in alive if c not in failing]
+
+    def k_induction(self, prop: Property, assumed: list[Property], k: int) -> bool:
+        """The inductive step of k-induction (the base case is BMC to depth k-1, run by the caller)."""
+        states = [self.ts.state(f"k{i}") for i in range(k + 1)]
+        premises = []
+        for i, s in enumerate(states):
+            premises.append(self.ts.domain(s))
+            premises += [self.ts.holds(a, s) for a in assumed]
+            if i < k:
+                premises.append(self.ts.holds(prop, s))
+                premises.append(self.ts.trans(s, states[i + 1]))
+        # Distinct states: the simple-path constraint makes k-induction complete for finite systems.
+        for i in range(k + 1):
+            for j in range(i + 1, k + 1):
+                premises.append(z3.Or([states[i][n] != states[j][n] for n, _, _ in self.ts.slots]))
+        return is_valid(self.limits, premises, self.ts.holds(prop, states[k]))
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Run ``fn`` and return its result and the seconds it took."""
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start

@@ -1,0 +1,190 @@
+"""Counterexample traces: read back from a Z3 model, shown as a step table, written as ITF JSON.
+
+A trace is a list of concrete states; step i > 0 names the event (and page, params) that led to it.
+Only the variables that changed are shown, and the failing conjunct of the property is named.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import z3
+
+from morphcache.spec.expr import BoolOp, Expr, Implies, Reduce, render
+from morphcache.spec.interp import evaluate
+from morphcache.spec.model import Property, Spec
+
+from .system import TransitionSystem
+
+
+@dataclass(frozen=True)
+class Step:
+    """One trace step: the event that fired (None for the initial state), its args, the state after."""
+
+    index: int
+    event: str | None
+    args: dict[str, int]
+    state: dict[str, Any]
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A counterexample: the steps and the part of the property that fails at the end."""
+
+    property: str
+    steps: tuple[Step, ...]
+    failed: tuple[str, ...]
+
+    @property
+    def length(self) -> int:
+        """Number of transitions."""
+        return len(self.steps) - 1
+
+
+def read_state(ts: TransitionSystem, model: z3.ModelRef, s: dict[str, Any]) -> dict[str, Any]:
+    """The concrete values of every slot of ``s`` in ``model`` (states by name)."""
+    out: dict[str, Any] = {}
+    for name, kind, _ in ts.slots:
+        v = model.eval(s[name], model_completion=True)
+        if kind == "bool":
+            out[name] = z3.is_true(v)
+        elif kind == "state":
+            out[name] = ts.spec.objects[name.split("[", 1)[0]].states[v.as_long()]
+        else:
+            out[name] = v.as_long()
+    return out
+
+
+def read_trace(ts: TransitionSystem, model: z3.ModelRef, states: list[dict[str, Any]], prop: Property) -> Trace:
+    """Build the :class:`Trace` of an unrolling ``states`` from a satisfying ``model``."""
+    steps: list[Step] = []
+    prev: dict[str, Any] | None = None
+    for i, s in enumerate(states):
+        concrete = read_state(ts, model, s)
+        event, args = None, {}
+        if i > 0:
+            code = model.eval(states[i - 1]["@action"], model_completion=True).as_long()
+            action = ts.actions[code]
+            event = action.event.name
+            args = {} if action.page is None else {"p": action.page}
+            for prm in action.event.params:
+                args[prm.name] = model.eval(states[i - 1][f"@{event}.{prm.name}"], model_completion=True).as_long()
+        changed = {} if prev is None else {k: (prev[k], v) for k, v in concrete.items() if prev[k] != v}
+        steps.append(Step(i, event, args, concrete, changed))
+        prev = concrete
+    failed = failing_conjuncts(ts.spec, prop, steps)
+    return Trace(prop.name, tuple(steps), failed)
+
+
+def scope_of(spec: Spec, state: dict[str, Any], constants: dict[str, int]) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """Split a concrete state into the interpreter's ``names`` and ``arrays``."""
+    names: dict[str, Any] = {**constants, "pages": spec.pages}
+    arrays: dict[str, list[Any]] = {}
+    for key, value in state.items():
+        if "[" in key:
+            base, idx = key[:-1].split("[", 1)
+            arrays.setdefault(base, [None] * spec.pages)[int(idx)] = value
+        else:
+            names[key] = value
+    return names, arrays
+
+
+def failing_conjuncts(spec: Spec, prop: Property, steps: list[Step]) -> tuple[str, ...]:
+    """Name the conjuncts of ``prop`` that are false at the end of the trace."""
+    names, arrays = scope_of(spec, steps[-1].state, dict(spec.constants))
+    if prop.kind == "step":
+        ev = spec.event(str(prop.event))
+        out = []
+        for page in range(spec.pages) if ev.scope == "page" else [None]:
+            env = dict(names) if page is None else {**names, "p": page}
+            owner = arrays[ev.owner][page] if page is not None else names[ev.owner]
+            if owner in ev.sources and not ev.params and evaluate(ev.guard, env, arrays):
+                call = f"{ev.name}(p={page})" if page is not None else f"{ev.name}()"
+                out += [f"{call} is enabled, but {text}" for text in _explain(prop.expr, env, arrays, "", spec)]
+        return tuple(out) or (f"'{prop.event}' fires where {render(prop.expr)} is false",)
+    return tuple(_explain(prop.expr, names, arrays, "", spec))
+
+
+def _explain(e: Expr, names: dict[str, Any], arrays: dict[str, list[Any]], where: str, spec: Spec) -> list[str]:
+    try:
+        if evaluate(e, names, arrays):
+            return []
+    except (KeyError, IndexError, TypeError):
+        return [f"{where}{render(e)}"]
+    if isinstance(e, BoolOp) and e.op == "and":
+        out = [t for v in e.values for t in _explain(v, names, arrays, where, spec)]
+        return out or [f"{where}{render(e)}"]
+    if isinstance(e, Reduce) and e.kind == "all":
+        out = []
+        for q in range(spec.pages):
+            out += _explain(e.body, {**names, e.var: q}, arrays, f"{where}{e.var}={q}: ", spec)
+        return out or [f"{where}{render(e)}"]
+    if isinstance(e, Implies):
+        return _explain(e.right, names, arrays, where, spec) or [f"{where}{render(e)}"]
+    return [f"{where}{render(e)}"]
+
+
+def format_table(trace: Trace) -> str:
+    """A readable step table: step, event(args), the variables that changed."""
+    rows = [("step", "event", "changed")]
+    for st in trace.steps:
+        if st.event is None:
+            rows.append(("0", "(initial)", ""))
+            continue
+        args = ", ".join(f"{k}={v}" for k, v in st.args.items())
+        changes = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in st.changed.items())
+        rows.append((str(st.index), f"{st.event}({args})", changes))
+    width0 = max(len(r[0]) for r in rows)
+    width1 = max(len(r[1]) for r in rows)
+    lines = [f"  {r[0]:>{width0}}  {r[1]:<{width1}}  {r[2]}".rstrip() for r in rows]
+    lines.append(f"  violated: {trace.failed[0] if trace.failed else trace.property}")
+    lines += [f"            {f}" for f in trace.failed[1:]]
+    return "\n".join(lines)
+
+
+def _itf_value(v: Any) -> Any:
+    if isinstance(v, bool) or isinstance(v, str):
+        return v
+    return {"#bigint": str(v)}
+
+
+def to_itf(spec: Spec, trace: Trace) -> dict[str, Any]:
+    """The trace in the ITF format (Apalache/Quint): per-page slots become ``#map`` values."""
+    variables: list[str] = []
+    states = []
+    for st in trace.steps:
+        names, arrays = scope_of(spec, st.state, {})
+        entry: dict[str, Any] = {"#meta": {"index": st.index}}
+        for k, v in sorted(names.items()):
+            if k == "pages":
+                continue
+            entry[k] = _itf_value(v)
+        for k, values in sorted(arrays.items()):
+            entry[k] = {"#map": [[_itf_value(i), _itf_value(x)] for i, x in enumerate(values)]}
+        entry["action"] = st.event or "init"
+        entry["action_args"] = {"#map": [[k, _itf_value(v)] for k, v in st.args.items()]}
+        if not variables:
+            variables = [k for k in entry if k != "#meta"]
+        states.append(entry)
+    return {
+        "#meta": {"format": "ITF", "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
+                  "source": spec.path, "description": f"counterexample to '{trace.property}'",
+                  "violated": list(trace.failed)},
+        "vars": variables,
+        "states": states,
+    }
+
+
+def write_itf(spec: Spec, traces: list[Trace], path: str | Path) -> None:
+    """Write one ITF file (one trace) or, for several traces, ``path`` with ``-NAME`` suffixes."""
+    p = Path(path)
+    if len(traces) == 1:
+        p.write_text(json.dumps(to_itf(spec, traces[0]), indent=1) + "\n")
+        return
+    for tr in traces:
+        target = p.with_name(f"{p.stem}-{tr.property}{p.suffix or '.itf.json'}")
+        target.write_text(json.dumps(to_itf(spec, tr), indent=1) + "\n")
