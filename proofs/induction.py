@@ -79,15 +79,31 @@ class Induction:
         premises += [self.ts.holds(a, self.s0) for a in assumed]
         return is_valid(self.limits, premises, self.ts.holds(prop, self.s1))
 
-    def houdini(self, candidates: list[Property], progress: Callable[[str], None] | None = None) -> list[Property]:
-        """The largest subset of ``candidates`` that holds initially and is inductive relative to itself."""
-        alive = [c for c in candidates if self.initiation(c)]
+    def houdini(self, candidates: list[Property],
+                progress: Callable[[str], None] | None = None) -> dict[str, float]:
+        """The largest subset of ``candidates`` that holds initially and is inductive relative to itself.
+
+        Returns the survivors' names with the seconds of their last initiation + consecution check.
+        """
+        start: dict[str, float] = {}
+        alive = []
+        for c in candidates:
+            ok, seconds = timed(lambda c=c: self.initiation(c))
+            if ok:
+                alive.append(c)
+                start[c.name] = seconds
         while True:
-            failing = [c for c in alive if not self.consecution(c, alive)]
+            times: dict[str, float] = {}
+            failing = []
+            for c in alive:
+                ok, seconds = timed(lambda c=c: self.consecution(c, alive))
+                times[c.name] = start[c.name] + seconds
+                if not ok:
+                    failing.append(c)
             if progress:
-                progress(f"houdini: {len(alive)} candidates, {len(failing)} not inductive")
+                progress(f"induction: {len(alive)} candidates, {len(failing)} not inductive")
             if not failing:
-                return alive
+                return times
             alive = [c for c in alive if c not in failing]
 
     def k_induction(self, prop: Property, assumed: list[Property], k: int) -> bool:

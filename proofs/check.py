@@ -1,0 +1,211 @@
+"""``morphcache check``: prove or refute every property, lemma, partition and layout obligation.
+
+Order of work:
+
+1. induction: Houdini over all lemmas and properties; the inductive survivors are PROVED;
+2. each remaining candidate: BMC for a shortest counterexample (REFUTED), else k-induction
+   (PROVED), else UNKNOWN;
+3. diversion: the recovery-path partition, assuming the proved invariants;
+4. layouts: bit-vector alignment, bounds and overlap proofs.
+
+Z3 ``unknown`` or a timeout is always UNKNOWN, never PROVED.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from morphcache.spec.model import Property, Spec
+
+from .bmc import search_all, shortest_counterexample
+from .induction import Induction, SolverLimits, Unknown, timed
+from .layouts import layout_obligations
+from .partition import Partition
+from .system import TransitionSystem
+from .trace import Trace
+
+PROVED, REFUTED, UNKNOWN = "PROVED", "REFUTED", "UNKNOWN"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Result:
+    """The verdict on one obligation."""
+
+    name: str
+    kind: str  # lemma | invariant | step | partition | layout
+    status: str
+    method: str
+    seconds: float
+    rule: str | None = None
+    detail: str = ""
+    trace: Trace | None = None
+    witness: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Knobs of a check run."""
+
+    bmc_depth: int = 12
+    max_k: int = 3
+    limits: SolverLimits = field(default_factory=SolverLimits)
+    search_depth: int = 0  # extra bounded search over all properties, reported separately
+    constants: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The separate bounded search: depth reached, what it found, and its time."""
+
+    depth: int
+    status: str
+    seconds: float
+    trace: Trace | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a check run found."""
+
+    spec: str
+    results: tuple[Result, ...]
+    seconds: float
+    search: SearchResult | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 all proved, 1 something refuted, 2 something unknown."""
+        statuses = {r.status for r in self.results}
+        if self.search is not None:
+            statuses.add(self.search.status)
+        if REFUTED in statuses:
+            return 1
+        return 2 if UNKNOWN in statuses else 0
+
+    @property
+    def refuted(self) -> list[Result]:
+        """The refuted results."""
+        return [r for r in self.results if r.status == REFUTED]
+
+
+class Checker:
+    """Runs every obligation of one spec."""
+
+    def __init__(self, spec: Spec, options: CheckOptions | None = None, progress: Progress | None = None) -> None:
+        self.spec = spec
+        self.options = options or CheckOptions()
+        self.progress = progress or (lambda _msg: None)
+        self.ts = TransitionSystem(spec, self.options.constants)
+        self.induction = Induction(self.ts, self.options.limits)
+
+    def run(self) -> Report:
+        """Check everything and return the report."""
+        start = time.perf_counter()
+        results, proved = self.prove_properties()
+        results += self.check_partition(proved)
+        results += self.check_layouts()
+        search = self.bounded_search() if self.options.search_depth else None
+        return Report(self.spec.name, tuple(results), time.perf_counter() - start, search)
+
+    # -- properties ------------------------------------------------------------------------------
+    def prove_properties(self) -> tuple[list[Result], list[Property]]:
+        """Houdini induction, then BMC / k-induction for what it could not prove."""
+        candidates = list(self.spec.properties)
+        try:
+            times, seconds = timed(lambda: self.induction.houdini(candidates, self.progress))
+        except Unknown as exc:
+            return [self._unknown(p, "induction", 0.0, exc) for p in candidates], []
+        proved = [p for p in candidates if p.name in times]
+        lemmas = len(proved)
+        by_name: dict[str, Result] = {
+            p.name: Result(p.name, p.kind, PROVED, f"induction ({lemmas} invariants)", times[p.name], p.rule)
+            for p in proved
+        }
+        for p in candidates:
+            if p.name not in by_name:
+                by_name[p.name] = self.settle(p, proved)
+        return [by_name[p.name] for p in candidates], proved
+
+    def settle(self, prop: Property, proved: list[Property]) -> Result:
+        """A candidate that is not inductive: find a counterexample, or prove it by k-induction."""
+        start = time.perf_counter()
+        depth = self.options.bmc_depth
+        try:
+            trace = shortest_counterexample(self.ts, prop, depth, self.options.limits, self.progress)
+            if trace is not None:
+                return Result(prop.name, prop.kind, REFUTED, f"bmc (shortest, {trace.length} steps)",
+                              time.perf_counter() - start, prop.rule, trace=trace)
+            for k in range(2, min(self.options.max_k, depth + 1) + 1):
+                self.progress(f"{prop.name}: {k}-induction")
+                if self.induction.k_induction(prop, proved, k):
+                    return Result(prop.name, prop.kind, PROVED, f"{k}-induction", time.perf_counter() - start,
+                                  prop.rule)
+        except Unknown as exc:
+            return self._unknown(prop, "bmc/k-induction", time.perf_counter() - start, exc)
+        return Result(prop.name, prop.kind, UNKNOWN, "k-induction", time.perf_counter() - start, prop.rule,
+                      detail=f"not {self.options.max_k}-inductive; no counterexample within {depth} steps")
+
+    def _unknown(self, prop: Property, method: str, seconds: float, exc: Unknown) -> Result:
+        return Result(prop.name, prop.kind, UNKNOWN, method, seconds, prop.rule, detail=f"z3: {exc.reason}")
+
+    # -- diversion and layouts -------------------------------------------------------------------
+    def check_partition(self, proved: list[Property]) -> list[Result]:
+        """The recovery-path partition (rule: diversion)."""
+        out = []
+        obligations = Partition(self.ts, self.options.limits, proved).obligations()
+        while True:
+            start = time.perf_counter()
+            try:
+                ob = next(obligations)
+            except StopIteration:
+                return out
+            except Unknown as exc:
+                out.append(Result("recovery partition", "partition", UNKNOWN, "smt", 0.0, "diversion",
+                                  detail=f"z3: {exc.reason}"))
+                return out
+            seconds = time.perf_counter() - start
+            if ob.holds:
+                out.append(Result(ob.name, "partition", PROVED, "smt", seconds, "diversion", ob.description))
+            else:
+                where = f"p={ob.page}, pos={ob.pos}"
+                out.append(Result(ob.name, "partition", REFUTED, "smt", seconds, "diversion",
+                                  f"{ob.description}  (witness at {where})", witness=ob.witness))
+
+    def check_layouts(self) -> list[Result]:
+        """Alignment, bounds and overlap of every declared layout."""
+        out = []
+        for layout in self.spec.layouts:
+            try:
+                for ob, seconds in _timed_iter(layout_obligations(layout, self.options.limits)):
+                    status = PROVED if ob.holds else REFUTED
+                    detail = "" if ob.holds else f"entry ids {ob.witness}"
+                    out.append(Result(ob.name, "layout", status, "bit-vector", seconds, None, detail,
+                                      witness=ob.witness))
+            except Unknown as exc:
+                out.append(Result(layout.name, "layout", UNKNOWN, "bit-vector", 0.0, None, f"z3: {exc.reason}"))
+        return out
+
+    def bounded_search(self) -> SearchResult:
+        """Bounded search over all invariant and step properties together, timed on its own."""
+        props = [p for p in self.spec.properties if p.kind != "lemma"]
+        start = time.perf_counter()
+        try:
+            trace = search_all(self.ts, props, self.options.search_depth, self.options.limits, self.progress)
+        except Unknown:
+            return SearchResult(self.options.search_depth, UNKNOWN, time.perf_counter() - start)
+        status = REFUTED if trace else PROVED
+        return SearchResult(self.options.search_depth, status, time.perf_counter() - start, trace)
+
+
+def _timed_iter(it: Any) -> Any:
+    while True:
+        start = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        yield item, time.perf_counter() - start

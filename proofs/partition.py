@@ -1,0 +1,89 @@
+"""Diversion: the recovery paths of every object are pairwise disjoint and cover every state.
+
+For each object k and every state s satisfying the proved invariants (so every reachable state),
+every page p and every hit position pos at which k is needed:
+
+* disjoint     no two of k's paths hold at once;
+* exhaustive   at least one path holds;
+* in place     the ``in_place`` path holds exactly when k is ready.
+
+Each obligation is one SMT query; a satisfying model is a one-state counterexample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import z3
+
+from morphcache.spec.expr import render
+from morphcache.spec.model import Property
+
+from .induction import SolverLimits, Unknown
+from .system import TransitionSystem
+from .trace import read_state
+
+
+@dataclass(frozen=True)
+class Obligation:
+    """One partition obligation and, if refuted, the witness state."""
+
+    name: str
+    description: str
+    holds: bool
+    witness: dict[str, Any] | None = None
+    page: int | None = None
+    pos: int | None = None
+
+
+class Partition:
+    """The diversion obligations of a spec's lookup."""
+
+    def __init__(self, ts: TransitionSystem, limits: SolverLimits, assumed: list[Property]) -> None:
+        self.ts = ts
+        self.limits = limits
+        self.s = ts.state("part")
+        self.pos = z3.Int("pos")
+        self.base = [ts.domain(self.s), self.pos >= 0, self.pos <= ts.spec.pages * ts.terms.constants.get("C", 1)]
+        self.base += [ts.holds(a, self.s) for a in assumed]
+
+    def _term(self, expr: Any, page: int) -> Any:
+        return self.ts.terms.term(expr, self.s, {"p": page, "pos": self.pos})
+
+    def _witness(self, name: str, text: str, conds: list[Any]) -> Obligation:
+        for page in range(self.ts.spec.pages):
+            solver = self.limits.solver()
+            solver.add(*self.base, *[c(page) for c in conds])
+            answer = solver.check()
+            if answer == z3.unknown:
+                raise Unknown(solver.reason_unknown())
+            if answer == z3.sat:
+                model = solver.model()
+                return Obligation(name, text, False, read_state(self.ts, model, self.s), page,
+                                  model.eval(self.pos, model_completion=True).as_long())
+        return Obligation(name, text, True)
+
+    def obligations(self) -> Iterator[Obligation]:
+        """Every obligation of every object with recovery paths, in spec order."""
+        lookup = self.ts.spec.lookup
+        for obj, paths in lookup.recovery.items():
+            needed = lookup.needed.get(obj)
+
+            def need(page: int, needed: Any = needed) -> Any:
+                return self._term(needed, page) if needed is not None else z3.BoolVal(True)
+
+            names = list(paths)
+            for a, b in combinations(names, 2):
+                yield self._witness(
+                    f"{obj}: {a} / {b} disjoint", f"{render(paths[a])}  vs  {render(paths[b])}",
+                    [need, lambda pg, a=a: self._term(paths[a], pg), lambda pg, b=b: self._term(paths[b], pg)])
+            yield self._witness(
+                f"{obj}: paths exhaustive", " or ".join(names),
+                [need, lambda pg: z3.Not(z3.Or([self._term(paths[n], pg) for n in names]))])
+            if obj in lookup.ready and "in_place" in paths:
+                yield self._witness(
+                    f"{obj}: in_place iff ready", f"{render(paths['in_place'])}  ==  {render(lookup.ready[obj])}",
+                    [need, lambda pg: self._term(paths["in_place"], pg) != self._term(lookup.ready[obj], pg)])

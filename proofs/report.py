@@ -1,0 +1,66 @@
+"""Render a check :class:`~morphcache.proofs.check.Report` as text or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .check import Report, Result
+from .trace import Trace, format_table, to_itf
+
+
+def format_report(report: Report, spec: Any) -> str:
+    """Human-readable report: one line per obligation, then each counterexample as a step table."""
+    lines = [f"morphcache check: {report.spec} ({spec.pages} pages)"]
+    width = max((len(r.name) for r in report.results), default=10)
+    for r in report.results:
+        tag = f"[{r.rule}]" if r.rule else f"[{r.kind}]"
+        lines.append(f"  {r.status:<8} {r.name:<{width}}  {tag:<13} {r.method:<28} {r.seconds * 1000:8.1f} ms")
+        if r.detail and r.status != "PROVED":
+            lines.append(f"           {r.detail}")
+    for r in report.refuted:
+        lines.append("")
+        lines.append(f"counterexample to {r.name}" + (f" (rule {r.rule})" if r.rule else "") + ":")
+        if r.trace is not None:
+            lines.append(format_table(r.trace))
+        elif r.witness is not None:
+            lines.append("  " + ", ".join(f"{k}={v}" for k, v in r.witness.items()))
+    counts = {s: sum(1 for r in report.results if r.status == s) for s in ("PROVED", "REFUTED", "UNKNOWN")}
+    if report.search is not None:
+        s = report.search
+        found = "a counterexample" if s.trace else ("nothing" if s.status == "PROVED" else "UNKNOWN")
+        lines.append("")
+        lines.append(f"bounded search to depth {s.depth}: {found} ({s.seconds:.2f} s, not a proof)")
+        if s.trace is not None:
+            lines.append(format_table(s.trace))
+    lines.append("")
+    lines.append(f"{counts['PROVED']} proved, {counts['REFUTED']} refuted, {counts['UNKNOWN']} unknown "
+                 f"in {report.seconds:.2f} s")
+    return "\n".join(lines)
+
+
+def _trace_json(spec: Any, trace: Trace | None) -> Any:
+    return None if trace is None else {"length": trace.length, "violated": list(trace.failed),
+                                       "itf": to_itf(spec, trace)}
+
+
+def _result_json(spec: Any, r: Result) -> dict[str, Any]:
+    return {"name": r.name, "kind": r.kind, "rule": r.rule, "status": r.status, "method": r.method,
+            "seconds": round(r.seconds, 6), "detail": r.detail, "trace": _trace_json(spec, r.trace),
+            "witness": r.witness}
+
+
+def report_json(report: Report, spec: Any) -> str:
+    """Machine-readable report for CI."""
+    data: dict[str, Any] = {
+        "spec": report.spec,
+        "path": spec.path,
+        "exit_code": report.exit_code,
+        "seconds": round(report.seconds, 6),
+        "results": [_result_json(spec, r) for r in report.results],
+    }
+    if report.search is not None:
+        data["bounded_search"] = {"depth": report.search.depth, "status": report.search.status,
+                                  "seconds": round(report.search.seconds, 6),
+                                  "trace": _trace_json(spec, report.search.trace)}
+    return json.dumps(data, indent=1)
