@@ -24,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-NEG_BIG = -1.0e30  # running-max seed: finite so exp(m - m') stays 1 while no key has been seen
+NEG_BIG = tl.constexpr(-1.0e30)  # running-max seed: finite so exp(m - m') stays 1 while no key has been seen
 
 
 @triton.jit

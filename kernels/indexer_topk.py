@@ -25,7 +25,7 @@ import triton.language as tl
 from ._contract import Contract, block_span, next_pow2, raise_if_stale
 from .lease import KernelLease, require_live_lease
 
-_NO_BLOCK = 2**30  # sort key of an empty slot: above every real block column
+_NO_BLOCK = tl.constexpr(2**30)  # sort key of an empty slot: above every real block column
 
 
 def reference_indexer_topk(
