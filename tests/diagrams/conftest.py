@@ -1,90 +1,14 @@
-"""Fixtures for the diagram tests: the shipped spec and a tiny executor that produces real traces."""
+"""Fixtures for the diagram tests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
-
 import pytest
-
-from morphcache.diagrams import TraceStep
-from morphcache.spec.interp import compile_expr
+from diagram_sim import SHIPPED
 from morphcache.spec.loader import load_spec
-from morphcache.spec.model import PAGE, Spec
-
-ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "spec" / "hybrid.yaml"
-
-Run = Callable[[Sequence[tuple[str, dict[str, int]]]], list[TraceStep]]
+from morphcache.spec.model import Spec
 
 
 @pytest.fixture(scope="session")
 def spec() -> Spec:
     """The shipped design."""
     return load_spec(SHIPPED)
-
-
-def initial_state(spec: Spec) -> dict[str, object]:
-    """The initial state, keyed like a counterexample: ``tail[0]``, ``frontier``, ``graph``."""
-    state: dict[str, object] = {}
-    for name, decl in spec.vars.items():
-        if decl.scope == PAGE:
-            state.update({f"{name}[{p}]": decl.init for p in spec.page_range()})
-        else:
-            state[name] = decl.init
-    for name, obj in spec.objects.items():
-        if obj.scope == PAGE:
-            state.update({f"{name}[{p}]": obj.initial for p in spec.page_range()})
-        else:
-            state[name] = obj.initial
-    return state
-
-
-def _split(spec: Spec, state: dict[str, object]) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-    names: dict[str, Any] = {**spec.constants, "pages": spec.pages}
-    arrays: dict[str, list[Any]] = {}
-    for key, value in state.items():
-        if key.endswith("]"):
-            name, page = key[:-1].split("[")
-            arrays.setdefault(name, [None] * spec.pages)[int(page)] = value
-        else:
-            names[key] = value
-    return names, arrays
-
-
-def fire(spec: Spec, state: dict[str, object], event: str, args: dict[str, int]) -> dict[str, object]:
-    """Fire ``event`` with ``args`` (its guard must hold); return the next state."""
-    ev = spec.event(event)
-    names, arrays = _split(spec, state)
-    names.update(args)
-    key = f"{ev.owner}[{args['p']}]" if ev.scope == PAGE else ev.owner
-    assert state[key] in ev.sources, f"{event}: {key} is {state[key]}"
-    assert compile_expr(ev.guard)(names, arrays), f"{event}{args}: guard is false"
-    new = dict(state)
-    new[key] = ev.target
-    for eff in ev.effects:
-        fn = compile_expr(eff.value)
-        if eff.index is None:
-            new[eff.target] = fn(names, arrays)
-        elif eff.index == "p":
-            new[f"{eff.target}[{args['p']}]"] = fn(names, arrays)
-        else:
-            for q in spec.page_range():
-                new[f"{eff.target}[{q}]"] = fn({**names, "q": q}, arrays)
-    return new
-
-
-@pytest.fixture()
-def run(spec: Spec) -> Run:
-    """Execute a list of ``(event, args)`` from the initial state; the trace starts with that state."""
-
-    def _run(calls: Sequence[tuple[str, dict[str, int]]]) -> list[TraceStep]:
-        state = initial_state(spec)
-        steps = [TraceStep(None, {}, dict(state))]
-        for event, args in calls:
-            state = fire(spec, state, event, args)
-            steps.append(TraceStep(event, dict(args), dict(state)))
-        return steps
-
-    return _run

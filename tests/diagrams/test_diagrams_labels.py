@@ -1,0 +1,71 @@
+"""Lifecycle and overview diagrams carry the spec's own guards, effects and cross-object links."""
+
+from __future__ import annotations
+
+from diagram_dot import edges, guard_part, nodes
+from morphcache.spec.expr import render
+from morphcache.spec.model import Spec
+
+from morphcache.diagrams import lifecycle_dot, overview_dot
+from morphcache.diagrams.labels import effect_text, unwrap, wrap_and
+
+
+def test_guard_label_equals_render(spec: Spec) -> None:
+    for obj in spec.objects.values():
+        dot = lifecycle_dot(spec, obj.name)
+        for event in obj.events:
+            own = [e for e in edges(dot) if guard_part(e.label).split(" [")[0] == event.name
+                   and "style" not in e.attrs]
+            assert [(e.tail, e.head) for e in own] == [
+                (f"{obj.name}.{s}", f"{obj.name}.{event.target}") for s in event.sources
+            ]
+            for edge in own:
+                head = guard_part(edge.label)
+                guard = render(event.guard)
+                assert head == event.name if guard == "True" else head == f"{event.name} [{guard}]"
+                effects = [line for line in edge.label.split("\n") if line.startswith("/ ")]
+                assert effects == [f"/ {effect_text(eff)}" for eff in event.effects]
+
+
+def test_long_guards_wrap_on_and_only() -> None:
+    text = "a == 1 and bb[p] == 'x' and ccc < 3 and dddd in {'e', 'f'} and g"
+    lines = wrap_and(text, 20)
+    assert len(lines) > 1
+    assert all(line.endswith(" and") for line in lines[:-1])
+    assert unwrap(lines) == text
+    assert wrap_and("short") == ["short"]
+
+
+def test_initial_state_has_an_entry_arrow(spec: Spec) -> None:
+    for obj in spec.objects.values():
+        dot = lifecycle_dot(spec, obj.name)
+        assert nodes(dot)[f"{obj.name}/start"]["shape"] == "point"
+        entry = [e for e in edges(dot) if e.tail == f"{obj.name}/start"]
+        assert [e.head for e in entry] == [f"{obj.name}.{obj.initial}"]
+        assert set(obj.states) <= {n.split(".", 1)[1] for n in nodes(dot) if "." in n}
+
+
+def test_foreign_writes_are_dashed_edges_from_any(spec: Spec) -> None:
+    tail = edges(lifecycle_dot(spec, "tail"))
+    recompute = [e for e in tail if e.label == "tier.recompute"]
+    assert [(e.tail, e.head, e.attrs["style"]) for e in recompute] == [("tail/any", "tail.sealed", "dashed")]
+    window = edges(lifecycle_dot(spec, "window"))
+    foreign = {(e.head, e.label.split(" [")[0]) for e in window if e.tail == "window/any"}
+    assert foreign == {("window.live", "tail.open"), ("window.live", "tier.recompute"),
+                       ("window.expired", "tier.recompute")}
+    conditional = [e for e in window if e.tail == "window/any" and e.head == "window.expired"]
+    assert conditional[0].label.replace("\n", " ") == "tier.recompute [(p + 1) * C + W <= frontier]"
+    assert not [e for e in edges(lifecycle_dot(spec, "graph")) if e.tail == "graph/any"]
+
+
+def test_overview_has_a_cluster_per_object_and_guard_links(spec: Spec) -> None:
+    dot = overview_dot(spec)
+    for obj in spec.objects.values():
+        assert f'subgraph "cluster_{obj.name}" {{' in dot
+        assert all(f"{obj.name}.{s}" in nodes(dot) for s in obj.states)
+    links = {(e.tail, e.head): e.label.split("\n") for e in edges(dot) if e.attrs.get("style") == "dashed"}
+    assert "begin_compress" in links[("compressed/title", "tail/title")]
+    assert "build_index" in links[("indexer/title", "compressed/title")]
+    assert "release_tail" in links[("tail/title", "lease/title")]  # pin is lease's variable
+    assert "/ recompute" in links[("tier/title", "tail/title")]
+    assert all(a.split("/")[0] != b.split("/")[0] for a, b in links)
