@@ -133,11 +133,11 @@ class Contract:
 
     def _device(self, name: str, t: torch.Tensor) -> None:
         if self.device is None:
-            if t.device.type != "cuda" and not self.interpreted:
-                raise DeviceError(
-                    f"{self.op}: {name}: expected a cuda tensor (or TRITON_INTERPRET=1 for CPU), "
-                    f"got device {t.device}"
-                )
+            allowed = ("cuda", "cpu") if self.interpreted else ("cuda",)
+            if t.device.type not in allowed:
+                hint = "" if self.interpreted else " (or TRITON_INTERPRET=1 for cpu)"
+                want = " or ".join(allowed)
+                raise DeviceError(f"{self.op}: {name}: expected a {want} tensor{hint}, got device {t.device}")
             self.device = t.device
             self.device_arg = name
         elif t.device != self.device:
@@ -175,18 +175,20 @@ class Contract:
             raise DuplicateIndexError(f"{self.op}: {name}: expected unique entries, got {val} more than once")
 
     def disjoint(self, *named: tuple[str, torch.Tensor]) -> None:
-        """No two of the given tensors share bytes."""
+        """No two of the given tensors share bytes (the later argument is blamed)."""
         spans = []
-        for name, t in named:
+        for order, (name, t) in enumerate(named):
             if t.numel() == 0:
                 continue
             start = t.data_ptr()
-            spans.append((start, start + t.numel() * t.element_size(), name))
+            spans.append((start, start + t.numel() * t.element_size(), order, name))
         spans.sort()
-        for (_, end_a, name_a), (start_b, _, name_b) in zip(spans, spans[1:], strict=False):
-            if start_b < end_a:
+        for a, b in zip(spans, spans[1:], strict=False):
+            if b[0] < a[1]:
+                first, second = (a, b) if a[2] < b[2] else (b, a)
                 raise AliasingError(
-                    f"{self.op}: {name_b}: expected memory disjoint from {name_a}, got overlapping storage"
+                    f"{self.op}: {second[3]}: expected memory disjoint from {first[3]}, "
+                    "got overlapping storage"
                 )
 
     # -- lease ---------------------------------------------------------------------------------

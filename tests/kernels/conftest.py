@@ -165,7 +165,8 @@ def build_world(
         dense_k.append(k.to(dev))
         dense_v.append(v.to(dev))
         complete += pages[: t // C]
-    reference_compress(torch.tensor(complete, dtype=torch.int64), raw_k, raw_v, pool_bias, comp_k, comp_v, idx_k)
+    complete_ids = torch.tensor(complete, dtype=torch.int64)
+    reference_compress(complete_ids, raw_k, raw_v, pool_bias, comp_k, comp_v, idx_k)
     lease_generations = torch.where(block_table >= 0, gen_table[block_table.clamp(min=0).long()], 0)
     return World(
         C, Hkv, D, list(seq_lens),

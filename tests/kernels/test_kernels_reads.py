@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from morphcache.kernels import (
     compressed_read,
     indexer_topk,
@@ -74,7 +73,8 @@ def test_sparse_read_matches_reference(make_world, case: str, mode: str, k: int)
     world, q, q_seq, q_pos = _setup(make_world, case, mode)
     sel = reference_indexer_topk(q, q_seq, q_pos, world.block_table, world.idx_k, k, world.C)
     got = sparse_read(
-        q, q_seq, q_pos, world.lease(), sel, world.comp_k, world.comp_v, world.raw_k, world.raw_v, world.gen_table
+        q, q_seq, q_pos, world.lease(), sel, world.comp_k, world.comp_v, world.raw_k, world.raw_v,
+        world.gen_table,
     )
     want = reference_sparse_read(
         q, q_seq, q_pos, world.block_table, sel, world.comp_k, world.comp_v, world.raw_k, world.raw_v
@@ -112,7 +112,8 @@ def test_sparse_read_accepts_holes_in_the_selection(make_world) -> None:
     q, q_seq, q_pos = world.decode_queries(4)  # t = 29, bt = 7
     sel = torch.tensor([[5, -1, 0, -1, 6]], dtype=torch.int32)
     got = sparse_read(
-        q, q_seq, q_pos, world.lease(), sel, world.comp_k, world.comp_v, world.raw_k, world.raw_v, world.gen_table
+        q, q_seq, q_pos, world.lease(), sel, world.comp_k, world.comp_v, world.raw_k, world.raw_v,
+        world.gen_table,
     )
     want = reference_sparse_read(
         q, q_seq, q_pos, world.block_table, sel, world.comp_k, world.comp_v, world.raw_k, world.raw_v
@@ -136,7 +137,8 @@ def test_reads_with_no_queries_return_empty(make_world) -> None:
     q = torch.zeros(0, 4, 16)
     none = torch.zeros(0, dtype=torch.int32)
     lease = world.lease()
-    out = compressed_read(q, none, none, lease, world.comp_k, world.comp_v, world.raw_k, world.raw_v, world.gen_table)
+    pools = (world.comp_k, world.comp_v, world.raw_k, world.raw_v)
+    out = compressed_read(q, none, none, lease, *pools, world.gen_table)
     assert out.shape == (0, 4, 16)
     sel = indexer_topk(q, none, none, lease, world.idx_k, world.gen_table, 2, page_size=4)
     assert sel.shape == (0, 2)

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import pytest
 import torch
-
 from morphcache.kernels import (
     reference_compressed_read,
     reference_gather_pages,
@@ -54,7 +53,9 @@ def dense_attend(q: torch.Tensor, keys: torch.Tensor, vals: torch.Tensor) -> tor
     return out
 
 
-def dense_compressed(q: torch.Tensor, t: int, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def dense_compressed(
+    q: torch.Tensor, t: int, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
     c = bias.shape[0]
     bt = t // c
     ck, cv, _ = dense_compress(k, v, bias)
@@ -63,11 +64,13 @@ def dense_compressed(q: torch.Tensor, t: int, k: torch.Tensor, v: torch.Tensor, 
     return dense_attend(q, keys, vals)
 
 
-def dense_selection(q: torch.Tensor, t: int, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, top: int) -> list[int]:
+def dense_selection(
+    q: torch.Tensor, t: int, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, top: int
+) -> list[int]:
     bt = t // bias.shape[0]
     _, _, ik = dense_compress(k, v, bias)
     qi = q.mean(dim=0)
-    scored = sorted(((-float(qi @ ik[b]), b) for b in range(bt)))
+    scored = sorted((-float(qi @ ik[b]), b) for b in range(bt))
     return [b for _, b in scored[:top]]
 
 
@@ -173,9 +176,8 @@ def test_reference_topk_ties_break_to_lower_block() -> None:
     block_table = torch.tensor([[5, 4, 3, 2, 1, 0]], dtype=torch.int32)  # block b -> page 5 - b
     q = torch.zeros(1, 2, 4)
     q[0, :, 0] = 1.0
-    sel = reference_indexer_topk(
-        q, torch.tensor([0], dtype=torch.int32), torch.tensor([23], dtype=torch.int32), block_table, idx_k, 4, 4
-    )
+    one = torch.tensor([0], dtype=torch.int32)
+    sel = reference_indexer_topk(q, one, torch.tensor([23], dtype=torch.int32), block_table, idx_k, 4, 4)
     # bt = 23 // 4 = 5; scores by block: b0 0, b1 3, b2 2, b3 3, b4 3 (b5 not complete) -> 1, 3, 4, 2
     assert sel.tolist() == [[1, 3, 4, 2]]
 
