@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "counterexample. Exit 0 all proved, 1 something refuted, 2 unknown or "
                                        "a spec error.")
     check.add_argument("spec", help="spec file (YAML)")
-    check.add_argument("--bmc-depth", type=int, default=12, help="deepest counterexample searched (default 12)")
+    check.add_argument("--bmc-depth", type=int, default=16, help="deepest counterexample searched (default 16)")
     check.add_argument("--max-k", type=int, default=3, help="largest k tried by k-induction (default 3)")
     check.add_argument("--search-depth", type=int, default=0,
                        help="also run a bounded search over all properties to this depth, timed separately")

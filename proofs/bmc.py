@@ -21,21 +21,33 @@ from .trace import Trace, read_trace
 class Unrolling:
     """``Init(s0) and T(s0, s1) and ...``, grown one step at a time on a single solver."""
 
-    def __init__(self, ts: TransitionSystem, limits: SolverLimits) -> None:
+    def __init__(self, ts: TransitionSystem, limits: SolverLimits, assumed: list[Property] | None = None) -> None:
         self.ts = ts
+        self.assumed = assumed or []
         self.solver = limits.solver()
         self.states = [ts.state("b0")]
         self.solver.add(ts.init(self.states[0]))
 
     def extend(self) -> None:
-        """Add one more transition to the unrolling."""
+        """Add one more transition to the unrolling.
+
+        Invariants already proved by induction hold in every reachable state, so asserting them
+        in each new state is sound and prunes the search.
+        """
         nxt = self.ts.state(f"b{len(self.states)}")
         self.solver.add(self.ts.trans(self.states[-1], nxt))
+        self.solver.add(*[self.ts.holds(a, nxt) for a in self.assumed])
         self.states.append(nxt)
 
-    def violation(self, bad: Any) -> z3.ModelRef | None:
-        """A model of the unrolling where ``bad`` holds in the last state, or None."""
+    def violation(self, bad: Any, earlier: Any = None) -> z3.ModelRef | None:
+        """A model of the unrolling where ``bad`` holds in the last state, or None.
+
+        ``earlier(s)``, if given, is assumed in every state before the last: sound when shallower
+        depths were already shown free of ``bad``, and it prunes the search.
+        """
         self.solver.push()
+        if earlier is not None:
+            self.solver.add(*[earlier(s) for s in self.states[:-1]])
         self.solver.add(bad)
         answer = self.solver.check()
         model = self.solver.model() if answer == z3.sat else None
@@ -46,19 +58,30 @@ class Unrolling:
         return model
 
 
-def shortest_counterexample(ts: TransitionSystem, prop: Property, max_depth: int, limits: SolverLimits,
-                            progress: Callable[[str], None] | None = None) -> Trace | None:
-    """The shortest trace of at most ``max_depth`` steps that violates ``prop``, or None."""
-    unrolling = Unrolling(ts, limits)
+def shortest_counterexamples(ts: TransitionSystem, props: list[Property], max_depth: int, limits: SolverLimits,
+                             progress: Callable[[str], None] | None = None,
+                             assumed: list[Property] | None = None) -> dict[str, Trace]:
+    """For each of ``props``, a shortest violating trace of at most ``max_depth`` steps, if any.
+
+    One unrolling serves every property: at each depth each still-unrefuted property is tried.
+    ``assumed`` are invariants already proved (asserted in every unrolled state).
+    """
+    unrolling = Unrolling(ts, limits, assumed)
+    found: dict[str, Trace] = {}
     for depth in range(max_depth + 1):
+        pending = [p for p in props if p.name not in found]
+        if not pending:
+            break
         if depth:
             unrolling.extend()
         if progress:
-            progress(f"bmc {prop.name}: depth {depth}")
-        model = unrolling.violation(z3.Not(ts.holds(prop, unrolling.states[-1])))
-        if model is not None:
-            return read_trace(ts, model, unrolling.states, prop)
-    return None
+            progress(f"bmc: depth {depth}, {len(pending)} properties")
+        for prop in pending:
+            model = unrolling.violation(z3.Not(ts.holds(prop, unrolling.states[-1])),
+                                        lambda s, prop=prop: ts.holds(prop, s))
+            if model is not None:
+                found[prop.name] = read_trace(ts, model, unrolling.states, prop)
+    return found
 
 
 def search_all(ts: TransitionSystem, props: list[Property], depth: int, limits: SolverLimits,
@@ -71,7 +94,8 @@ def search_all(ts: TransitionSystem, props: list[Property], depth: int, limits: 
         if progress:
             progress(f"bmc: depth {k}")
         last = unrolling.states[-1]
-        model = unrolling.violation(z3.Or([z3.Not(ts.holds(p, last)) for p in props]))
+        model = unrolling.violation(z3.Or([z3.Not(ts.holds(p, last)) for p in props]),
+                                    lambda s: z3.And([ts.holds(p, s) for p in props]))
         if model is not None:
             for p in props:
                 if z3.is_false(model.eval(ts.holds(p, last), model_completion=True)):

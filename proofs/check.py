@@ -20,7 +20,7 @@ from typing import Any
 
 from morphcache.spec.model import Property, Spec
 
-from .bmc import search_all, shortest_counterexample
+from .bmc import search_all, shortest_counterexamples
 from .induction import Induction, SolverLimits, Unknown, timed
 from .layouts import layout_obligations
 from .partition import Partition
@@ -50,7 +50,7 @@ class Result:
 class CheckOptions:
     """Knobs of a check run."""
 
-    bmc_depth: int = 12
+    bmc_depth: int = 16
     max_k: int = 3
     limits: SolverLimits = field(default_factory=SolverLimits)
     search_depth: int = 0  # extra bounded search over all properties, reported separately
@@ -113,39 +113,51 @@ class Checker:
 
     # -- properties ------------------------------------------------------------------------------
     def prove_properties(self) -> tuple[list[Result], list[Property]]:
-        """Houdini induction, then BMC / k-induction for what it could not prove."""
+        """Houdini induction, then BMC and k-induction for what it could not prove."""
         candidates = list(self.spec.properties)
         try:
-            times, seconds = timed(lambda: self.induction.houdini(candidates, self.progress))
+            proved, seconds = timed(lambda: self.induction.houdini(candidates, self.progress))
         except Unknown as exc:
             return [self._unknown(p, "induction", 0.0, exc) for p in candidates], []
-        proved = [p for p in candidates if p.name in times]
-        lemmas = len(proved)
-        by_name: dict[str, Result] = {
-            p.name: Result(p.name, p.kind, PROVED, f"induction ({lemmas} invariants)", times[p.name], p.rule)
-            for p in proved
-        }
-        for p in candidates:
-            if p.name not in by_name:
-                by_name[p.name] = self.settle(p, proved)
+        method = f"induction ({len(proved)} invariants)"
+        by_name = {p.name: Result(p.name, p.kind, PROVED, method, seconds, p.rule) for p in proved}
+        rest = [p for p in candidates if p.name not in by_name]
+        by_name.update(self.settle(rest, proved))
         return [by_name[p.name] for p in candidates], proved
 
-    def settle(self, prop: Property, proved: list[Property]) -> Result:
-        """A candidate that is not inductive: find a counterexample, or prove it by k-induction."""
+    def settle(self, props: list[Property], proved: list[Property]) -> dict[str, Result]:
+        """Candidates that are not inductive: find shortest counterexamples, or prove by k-induction."""
+        out: dict[str, Result] = {}
+        if not props:
+            return out
+        depth = self.options.bmc_depth
+        start = time.perf_counter()
+        try:
+            traces = shortest_counterexamples(self.ts, props, depth, self.options.limits, self.progress, proved)
+        except Unknown as exc:
+            return {p.name: self._unknown(p, "bmc", time.perf_counter() - start, exc) for p in props}
+        seconds = time.perf_counter() - start
+        for prop in props:
+            trace = traces.get(prop.name)
+            if trace is not None:
+                out[prop.name] = Result(prop.name, prop.kind, REFUTED, f"bmc (shortest, {trace.length} steps)",
+                                        seconds, prop.rule, trace=trace)
+            else:
+                out[prop.name] = self.k_induct(prop, proved)
+        return out
+
+    def k_induct(self, prop: Property, proved: list[Property]) -> Result:
+        """k-induction for k = 2..max_k; its base cases are covered by the BMC run before it."""
         start = time.perf_counter()
         depth = self.options.bmc_depth
         try:
-            trace = shortest_counterexample(self.ts, prop, depth, self.options.limits, self.progress)
-            if trace is not None:
-                return Result(prop.name, prop.kind, REFUTED, f"bmc (shortest, {trace.length} steps)",
-                              time.perf_counter() - start, prop.rule, trace=trace)
             for k in range(2, min(self.options.max_k, depth + 1) + 1):
                 self.progress(f"{prop.name}: {k}-induction")
                 if self.induction.k_induction(prop, proved, k):
                     return Result(prop.name, prop.kind, PROVED, f"{k}-induction", time.perf_counter() - start,
                                   prop.rule)
         except Unknown as exc:
-            return self._unknown(prop, "bmc/k-induction", time.perf_counter() - start, exc)
+            return self._unknown(prop, "k-induction", time.perf_counter() - start, exc)
         return Result(prop.name, prop.kind, UNKNOWN, "k-induction", time.perf_counter() - start, prop.rule,
                       detail=f"not {self.options.max_k}-inductive; no counterexample within {depth} steps")
 

@@ -80,31 +80,34 @@ class Induction:
         return is_valid(self.limits, premises, self.ts.holds(prop, self.s1))
 
     def houdini(self, candidates: list[Property],
-                progress: Callable[[str], None] | None = None) -> dict[str, float]:
+                progress: Callable[[str], None] | None = None) -> list[Property]:
         """The largest subset of ``candidates`` that holds initially and is inductive relative to itself.
 
-        Returns the survivors' names with the seconds of their last initiation + consecution check.
+        One query asks whether every survivor is preserved by every step; each counterexample to
+        induction (a model) drops the candidates it breaks, until the query is unsatisfiable.
         """
-        start: dict[str, float] = {}
-        alive = []
-        for c in candidates:
-            ok, seconds = timed(lambda c=c: self.initiation(c))
-            if ok:
-                alive.append(c)
-                start[c.name] = seconds
-        while True:
-            times: dict[str, float] = {}
-            failing = []
-            for c in alive:
-                ok, seconds = timed(lambda c=c: self.consecution(c, alive))
-                times[c.name] = start[c.name] + seconds
-                if not ok:
-                    failing.append(c)
+        alive = [c for c in candidates if self.initiation(c)]
+        solver = self.limits.solver()
+        solver.add(self.ts.domain(self.s0), self.ts.trans(self.s0, self.s1))
+        before = {c.name: self.ts.holds(c, self.s0) for c in alive}
+        after = {c.name: self.ts.holds(c, self.s1) for c in alive}
+        while alive:
+            solver.push()
+            solver.add(*[before[c.name] for c in alive])
+            solver.add(z3.Or([z3.Not(after[c.name]) for c in alive]))
+            answer = solver.check()
+            model = solver.model() if answer == z3.sat else None
+            reason = solver.reason_unknown() if answer == z3.unknown else ""
+            solver.pop()
+            if answer == z3.unknown:
+                raise Unknown(reason)
+            if model is None:
+                break
+            broken = [c for c in alive if z3.is_false(model.eval(after[c.name], model_completion=True))]
             if progress:
-                progress(f"induction: {len(alive)} candidates, {len(failing)} not inductive")
-            if not failing:
-                return times
-            alive = [c for c in alive if c not in failing]
+                progress(f"induction: dropping {', '.join(c.name for c in broken)}")
+            alive = [c for c in alive if c not in broken]
+        return alive
 
     def k_induction(self, prop: Property, assumed: list[Property], k: int) -> bool:
         """The inductive step of k-induction (the base case is BMC to depth k-1, run by the caller)."""

@@ -31,21 +31,41 @@ from .model import (
 )
 from .parse import Predicate, Source, parse_expr
 from .typecheck import Scope, check
-from .yamlpos import YList, YMap, load_yaml
+from .yamlpos import YList, YMap, load_yaml, merge
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1}
-_TOP = ("spec", "description", "instance", "system", "page", "objects", "predicates", "lemmas",
+_TOP = ("spec", "description", "refutes", "instance", "system", "page", "objects", "predicates", "lemmas",
         "properties", "lookup", "layouts")
 
 
 def load_spec(path: str | Path) -> Spec:
     """Load, parse and type-check the spec at ``path``."""
+    return _Loader(str(path), load_document(Path(path))).spec()
+
+
+def load_document(path: Path, seen: tuple[Path, ...] = ()) -> YMap:
+    """Read one spec document, resolving ``extends: OTHER.yaml`` (relative to this file) by merging."""
     p = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(p, 1, 1, f"cannot read spec: {exc.strerror or exc}") from None
-    return _Loader(p, load_yaml(text, p)).spec()
+    doc = load_yaml(text, p)
+    if "extends" not in doc:
+        return doc
+    line, col = doc.marks["extends"]
+    parent = doc["extends"]
+    if not isinstance(parent, str):
+        raise SpecError(p, line, col, "extends: expected the path of a spec file")
+    target = (path.parent / parent).resolve()
+    if target in seen or target == path.resolve():
+        raise SpecError(p, line, col, f"extends: '{parent}' makes a cycle")
+    if not target.exists():
+        raise SpecError(p, line, col, f"extends: no spec file at '{parent}'")
+    patch = YMap({k: v for k, v in doc.items() if k != "extends"})
+    patch.file, patch.line, patch.col = doc.file, doc.line, doc.col
+    patch.marks = {k: v for k, v in doc.marks.items() if k != "extends"}
+    return merge(load_document(target, (*seen, path.resolve())), patch)
 
 
 class _Loader:
@@ -62,9 +82,9 @@ class _Loader:
     # -- helpers -----------------------------------------------------------------------------
     def err(self, where: YMap | YList, key: str | int | None, message: str) -> SpecError:
         if key is None:
-            return SpecError(self.path, where.line, where.col, message)
+            return SpecError(where.file or self.path, where.line, where.col, message)
         mark = where.marks[key] if isinstance(where, YMap) else where.marks[int(key)]  # type: ignore[index]
-        return SpecError(self.path, mark[0], mark[1], message)
+        return SpecError(where.file or self.path, mark[0], mark[1], message)
 
     def need(self, m: YMap, key: str, kind: type | tuple[type, ...], what: str) -> Any:
         if key not in m:
@@ -86,10 +106,11 @@ class _Loader:
     def expr(self, m: YMap | YList, key: str | int, scope: Scope, want: str | None = "bool") -> Expr:
         mark = m.marks[key] if isinstance(m, YMap) else m.marks[int(key)]  # type: ignore[index]
         value = m[key]  # type: ignore[index]
+        file = m.file or self.path
         if isinstance(value, (YMap, YList)) or value is None:
-            raise SpecError(self.path, mark[0], mark[1], "expected an expression")
-        e = parse_expr(value, Source(self.path, mark[0], mark[1]), self.predicates)
-        check(e, scope, want)
+            raise SpecError(file, mark[0], mark[1], "expected an expression")
+        e = parse_expr(value, Source(file, mark[0], mark[1]), self.predicates)
+        check(e, Scope(file, scope.scalars, scope.arrays, scope.states), want)
         return e
 
     def const_int(self, m: YMap, key: str, what: str) -> int:
@@ -159,6 +180,7 @@ class _Loader:
             properties=props,
             lookup=self.lookup(),
             layouts=self.layouts(),
+            refutes=tuple(str(x) for x in d.get("refutes", ()) or ()),
         )
 
     def var(self, decls: YMap, key: str, scope: str, owner: str | None) -> None:

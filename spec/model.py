@@ -142,6 +142,7 @@ class Spec:
     properties: tuple[Property, ...]
     lookup: Lookup
     layouts: tuple[Layout, ...]
+    refutes: tuple[str, ...] = ()
 
     @property
     def events(self) -> tuple[Event, ...]:

@@ -14,16 +14,18 @@ from .errors import SpecError
 
 
 class YMap(dict[str, Any]):
-    """A mapping that remembers where it and each of its values start."""
+    """A mapping that remembers its file and where it and each of its values start."""
 
+    file: str = ""
     line: int = 0
     col: int = 0
     marks: dict[str, tuple[int, int]]
 
 
 class YList(list[Any]):
-    """A sequence that remembers where it and each of its items start."""
+    """A sequence that remembers its file and where it and each of its items start."""
 
+    file: str = ""
     line: int = 0
     col: int = 0
     marks: list[tuple[int, int]]
@@ -54,6 +56,7 @@ def _pos(node: yaml.Node) -> tuple[int, int]:
 def _convert(node: yaml.Node, path: str) -> Any:
     if isinstance(node, yaml.MappingNode):
         out = YMap()
+        out.file = path
         out.line, out.col = _pos(node)
         out.marks = {}
         for key_node, value_node in node.value:
@@ -70,6 +73,7 @@ def _convert(node: yaml.Node, path: str) -> Any:
         return out
     if isinstance(node, yaml.SequenceNode):
         seq = YList(_convert(item, path) for item in node.value)
+        seq.file = path
         seq.line, seq.col = _pos(node)
         seq.marks = [_pos(item) for item in node.value]
         return seq
@@ -93,3 +97,21 @@ def load_yaml(text: str, path: str) -> YMap:
     if not isinstance(data, YMap):
         raise SpecError(path, 1, 1, "a spec must be a YAML mapping at the top level")
     return data
+
+
+def merge(base: YMap, patch: YMap) -> YMap:
+    """``base`` overlaid with ``patch``: mappings merge key by key, anything else is replaced,
+    and a ``null`` in ``patch`` deletes the key.  Positions follow whichever file a value came from."""
+    out = YMap(base)
+    out.file, out.line, out.col, out.marks = base.file, base.line, base.col, dict(base.marks)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+            out.marks.pop(key, None)
+        elif isinstance(value, YMap) and isinstance(out.get(key), YMap):
+            out[key] = merge(out[key], value)
+            out.marks[key] = base.marks[key]
+        else:
+            out[key] = value
+            out.marks[key] = patch.marks[key]
+    return out
