@@ -72,10 +72,14 @@ class Contract:
         shape: Sequence[Dim] | None = None,
         *,
         pooled: bool = False,
+        index: bool = False,
     ) -> torch.Tensor:
         """Check one tensor argument.
 
         ``shape`` entries are ints (exact), names (bound on first use) or ``"*"`` (any size).
+        Payload tensors (KV, queries, staging) must start on the launch's ``alignment``; ``index``
+        tensors (slots, page ids, positions, block tables, generations) are read element-wise and
+        only need their natural alignment, so a row of a block table can be passed as page ids.
         ``pooled`` marks a page pool: its page stride in bytes must also meet the alignment.
         """
         if not isinstance(t, torch.Tensor):
@@ -93,10 +97,11 @@ class Contract:
                 f"{self.op}: {name}: expected contiguous strides {_fmt_shape(_contig_strides(t.shape))}, "
                 f"got {_fmt_shape(t.stride())}"
             )
-        if t.numel() > 0 and t.data_ptr() % self.alignment:
+        align = t.element_size() if index else self.alignment
+        if t.numel() > 0 and t.data_ptr() % align:
             raise AlignmentError(
-                f"{self.op}: {name}: expected data_ptr % {self.alignment} == 0, "
-                f"got data_ptr % {self.alignment} == {t.data_ptr() % self.alignment}"
+                f"{self.op}: {name}: expected data_ptr % {align} == 0, "
+                f"got data_ptr % {align} == {t.data_ptr() % align}"
             )
         if pooled and t.dim() >= 1:
             page_bytes = t.stride(0) * t.element_size()
@@ -194,9 +199,10 @@ class Contract:
     # -- lease ---------------------------------------------------------------------------------
     def lease(self, lease: KernelLease) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Check the lease's tensors; binds ``B`` and ``max_pages``."""
-        bt = self.tensor("lease.block_table", lease.block_table, torch.int32, ("B", "max_pages"))
-        lg = self.tensor("lease.lease_generations", lease.lease_generations, torch.int32, ("B", "max_pages"))
-        sl = self.tensor("lease.seq_lens", lease.seq_lens, torch.int32, ("B",))
+        table = ("B", "max_pages")
+        bt = self.tensor("lease.block_table", lease.block_table, torch.int32, table, index=True)
+        lg = self.tensor("lease.lease_generations", lease.lease_generations, torch.int32, table, index=True)
+        sl = self.tensor("lease.seq_lens", lease.seq_lens, torch.int32, ("B",), index=True)
         return bt, lg, sl
 
     def queries(
@@ -214,8 +220,8 @@ class Contract:
         (``q_pos < seq_lens[q_seq]``), and the lease's ``seq_lens`` must fit its block table.
         """
         qt = self.tensor("q", q, torch.float32, ("N", "Hq", "D"))
-        qs = self.tensor("q_seq", q_seq, torch.int32, ("N",))
-        qp = self.tensor("q_pos", q_pos, torch.int32, ("N",))
+        qs = self.tensor("q_seq", q_seq, torch.int32, ("N",), index=True)
+        qp = self.tensor("q_pos", q_pos, torch.int32, ("N",), index=True)
         hq, hkv = self.dims["Hq"], self.dims.get("Hkv")
         if hkv is not None and (hq < hkv or hq % hkv):
             raise ShapeError(f"{self.op}: q: expected Hq a multiple of Hkv={hkv}, got Hq={hq}")

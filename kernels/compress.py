@@ -115,7 +115,7 @@ def compress(
     ct.tensor("comp_k", comp_k, torch.float32, ("P", "Hkv", "D"), pooled=True)
     ct.tensor("comp_v", comp_v, torch.float32, ("P", "Hkv", "D"), pooled=True)
     ct.tensor("idx_k", idx_k, torch.float32, ("P", "D"), pooled=True)
-    ct.tensor("page_ids", page_ids, (torch.int32, torch.int64), ("M",))
+    ct.tensor("page_ids", page_ids, (torch.int32, torch.int64), ("M",), index=True)
     ct.disjoint(
         ("raw_k", raw_k), ("raw_v", raw_v), ("pool_bias", pool_bias), ("comp_k", comp_k),
         ("comp_v", comp_v), ("idx_k", idx_k), ("page_ids", page_ids),

@@ -130,15 +130,19 @@ def launch_indexer_topk(
     page_size: int,
     *,
     guard: bool = True,
+    out: torch.Tensor | None = None,
+    error_flags: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch without contract checks; returns (topk int32 [N, k], error_flags int32 [B]).
 
+    ``out`` / ``error_flags`` (zeroed int32 [B]) may be preallocated; flags are only ever set to 1.
     ``guard=False`` compiles the generation guard out (benchmarking only).
     """
     n, hq, d = q.shape
     b, max_pages = block_table.shape
-    out = torch.empty((n, k), dtype=torch.int32, device=q.device)
-    err = torch.zeros(b, dtype=torch.int32, device=q.device)
+    if out is None:
+        out = torch.empty((n, k), dtype=torch.int32, device=q.device)
+    err = torch.zeros(b, dtype=torch.int32, device=q.device) if error_flags is None else error_flags
     if n == 0:
         return out, err
     block_d = next_pow2(d)
@@ -177,7 +181,7 @@ def indexer_topk(
     k = ct.param("k", k, minimum=1)
     ct.bind("C", ct.param("page_size", page_size, minimum=1))
     ct.tensor("idx_k", idx_k, torch.float32, ("P", "D"), pooled=True)
-    ct.tensor("gen_table", gen_table, torch.int32, ("P",))
+    ct.tensor("gen_table", gen_table, torch.int32, ("P",), index=True)
     block_table, lease_gens, seq_lens = ct.lease(lease)
     q, q_seq, q_pos = ct.queries(q, q_seq, q_pos, block_table, seq_lens, page_size)
     bt = (q_pos // page_size).long()

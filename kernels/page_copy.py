@@ -79,7 +79,7 @@ def _check_common(ct: Contract, pool: object, page_ids: object) -> tuple[torch.T
         pool = ct.tensor("pool", pool, pool.dtype, ["P", *pool.shape[1:]], pooled=True)
     else:
         pool = ct.tensor("pool", pool, torch.float32)
-    ids = ct.tensor("page_ids", page_ids, (torch.int32, torch.int64), ("M",))
+    ids = ct.tensor("page_ids", page_ids, (torch.int32, torch.int64), ("M",), index=True)
     ct.in_range("page_ids", ids, 0, ct.dim("P"), "page id")
     return pool, ids
 

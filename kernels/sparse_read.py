@@ -110,17 +110,20 @@ def launch_sparse_read(
     raw_v: torch.Tensor,
     *,
     guard: bool = True,
+    out: torch.Tensor | None = None,
+    error_flags: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch without contract checks; returns (out [N, Hq, D], error_flags int32 [B]).
 
+    ``out`` / ``error_flags`` (zeroed int32 [B]) may be preallocated; flags are only ever set to 1.
     ``guard=False`` compiles the generation guard out (benchmarking only: stale pages are read).
     """
     n, hq, d = q.shape
     _, c, hkv, _ = raw_k.shape
     b, max_pages = block_table.shape
     k = topk.shape[1]
-    out = torch.empty_like(q)
-    err = torch.zeros(b, dtype=torch.int32, device=q.device)
+    out = torch.empty_like(q) if out is None else out
+    err = torch.zeros(b, dtype=torch.int32, device=q.device) if error_flags is None else error_flags
     if n == 0:
         return out, err
     group = hq // hkv
@@ -182,11 +185,11 @@ def sparse_read(
     ct.tensor("raw_v", raw_v, torch.float32, ("P", "C", "Hkv", "D"), pooled=True)
     ct.tensor("comp_k", comp_k, torch.float32, ("P", "Hkv", "D"), pooled=True)
     ct.tensor("comp_v", comp_v, torch.float32, ("P", "Hkv", "D"), pooled=True)
-    ct.tensor("gen_table", gen_table, torch.int32, ("P",))
+    ct.tensor("gen_table", gen_table, torch.int32, ("P",), index=True)
     block_table, lease_gens, seq_lens = ct.lease(lease)
     c = ct.dim("C")
     q, q_seq, q_pos = ct.queries(q, q_seq, q_pos, block_table, seq_lens, c)
-    ct.tensor("topk", topk, torch.int32, ("N", "K"))
+    ct.tensor("topk", topk, torch.int32, ("N", "K"), index=True)
     ct.param("topk.shape[1]", ct.dim("K"), minimum=1)
     _check_selection("sparse_read", topk, q_pos, c)
     max_pages = ct.dim("max_pages")

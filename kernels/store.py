@@ -82,7 +82,7 @@ def store(
     ct.tensor("raw_v", raw_v, torch.float32, ("P", "C", "Hkv", "D"), pooled=True)
     ct.tensor("k", k, torch.float32, ("N", "Hkv", "D"))
     ct.tensor("v", v, torch.float32, ("N", "Hkv", "D"))
-    ct.tensor("slot_mapping", slot_mapping, torch.int64, ("N",))
+    ct.tensor("slot_mapping", slot_mapping, torch.int64, ("N",), index=True)
     ct.disjoint(("raw_k", raw_k), ("raw_v", raw_v), ("k", k), ("v", v), ("slot_mapping", slot_mapping))
     n_slots = ct.dim("P") * ct.dim("C")
     ct.in_range("slot_mapping", slot_mapping, None, n_slots, "slot (negative = skip)")

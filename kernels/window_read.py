@@ -87,16 +87,19 @@ def launch_window_read(
     window: int,
     *,
     guard: bool = True,
+    out: torch.Tensor | None = None,
+    error_flags: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch without contract checks; returns (out [N, Hq, D], error_flags int32 [B]).
 
+    ``out`` / ``error_flags`` (zeroed int32 [B]) may be preallocated; flags are only ever set to 1.
     ``guard=False`` compiles the generation guard out (benchmarking only: stale pages are read).
     """
     n, hq, d = q.shape
     _, c, hkv, _ = raw_k.shape
     b, max_pages = block_table.shape
-    out = torch.empty_like(q)
-    err = torch.zeros(b, dtype=torch.int32, device=q.device)
+    out = torch.empty_like(q) if out is None else out
+    err = torch.zeros(b, dtype=torch.int32, device=q.device) if error_flags is None else error_flags
     if n == 0:
         return out, err
     group = hq // hkv
@@ -138,7 +141,7 @@ def window_read(
         window = 2**31 - 1
     ct.tensor("raw_k", raw_k, torch.float32, ("P", "C", "Hkv", "D"), pooled=True)
     ct.tensor("raw_v", raw_v, torch.float32, ("P", "C", "Hkv", "D"), pooled=True)
-    ct.tensor("gen_table", gen_table, torch.int32, ("P",))
+    ct.tensor("gen_table", gen_table, torch.int32, ("P",), index=True)
     block_table, lease_gens, seq_lens = ct.lease(lease)
     c = ct.dim("C")
     q, q_seq, q_pos = ct.queries(q, q_seq, q_pos, block_table, seq_lens, c)
