@@ -34,9 +34,22 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _diagram(args: argparse.Namespace) -> int:
-    from morphcache.diagrams import diagram_main
+    from morphcache.diagrams import TraceStep, diagram_main, write_counterexample
+    from morphcache.proofs.check import Checker
+    from morphcache.spec.loader import load_spec
 
-    return int(diagram_main(args.spec, args.out))
+    code = int(diagram_main(args.spec, args.out))
+    if code != 0 or args.no_counterexamples:
+        return code
+    spec = load_spec(args.spec)
+    report = Checker(spec).run()
+    for result in report.refuted:
+        if result.trace is None:
+            continue
+        steps = [TraceStep(st.event, dict(st.args), dict(st.state)) for st in result.trace.steps]
+        for path in write_counterexample(spec, result.name, steps, args.out):
+            print(path)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "and a diagram of each counterexample.")
     diagram.add_argument("spec", help="spec file (YAML)")
     diagram.add_argument("--out", required=True, help="output directory")
+    diagram.add_argument("--no-counterexamples", action="store_true",
+                         help="skip the check that draws each refuted property's counterexample")
     diagram.set_defaults(func=_diagram)
     return parser
 

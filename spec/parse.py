@@ -131,8 +131,11 @@ class _Builder:
         return parts[0] if len(parts) == 1 else BoolOp("and", tuple(parts), self.loc(node))
 
     def call(self, node: ast.Call) -> Expr:
-        if not isinstance(node.func, ast.Name) or node.keywords:
-            raise self.fail(node, "only implies(a, b), all/any/sum(... for q in pages) and predicates")
+        allowed = "only implies(a, b), all/any/sum(... for q in pages) and the spec's predicates can be called"
+        if not isinstance(node.func, ast.Name):
+            raise self.fail(node, f"'{ast.unparse(node.func)}' cannot be called: {allowed}")
+        if node.keywords:
+            raise self.fail(node, f"keyword arguments are not allowed: {allowed}")
         fname = node.func.id
         loc = self.loc(node)
         if fname == "implies":
