@@ -398,6 +398,7 @@ def compile_check(args: argparse.Namespace) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's current default, stated explicitly
     if args.compile_check:
         if os.environ.get("TRITON_INTERPRET") == "1":
             print("--compile-check needs TRITON_INTERPRET unset", file=sys.stderr)

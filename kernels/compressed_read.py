@@ -31,23 +31,8 @@ from ._attend import (
     store_output,
 )
 from ._contract import Contract, block_span, next_pow2, raise_if_stale
+from ._dense import attend_dense, tail_kv
 from .lease import KernelLease, require_live_lease
-
-
-def _attend_dense(q: torch.Tensor, keys: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
-    """q [Hq, D], keys/vals [J, Hkv, D] -> [Hq, D] with GQA head sharing."""
-    hq, d = q.shape
-    group = hq // keys.shape[1]
-    k = keys.repeat_interleave(group, dim=1)  # [J, Hq, D]
-    v = vals.repeat_interleave(group, dim=1)
-    s = torch.einsum("hd,jhd->hj", q, k) / math.sqrt(d)
-    return torch.einsum("hj,jhd->hd", torch.softmax(s, dim=-1), v)
-
-
-def tail_kv(raw: torch.Tensor, page: int, t: int) -> torch.Tensor:
-    """Raw KV of the tail of query position t, i.e. tokens (t // C) * C .. t of ``page``: [L, Hkv, D]."""
-    c = raw.shape[1]
-    return raw[page, : t - (t // c) * c + 1]
 
 
 def reference_compressed_read(
@@ -70,7 +55,7 @@ def reference_compressed_read(
         tail_page = int(block_table[seq, bt])
         keys = torch.cat([comp_k[pages], tail_kv(raw_k, tail_page, t)])
         vals = torch.cat([comp_v[pages], tail_kv(raw_v, tail_page, t)])
-        out[n] = _attend_dense(q[n], keys, vals)
+        out[n] = attend_dense(q[n], keys, vals)
     return out
 
 

@@ -30,7 +30,7 @@ from ._attend import (
     store_output,
 )
 from ._contract import Contract, block_span, next_pow2, raise_if_stale
-from .compressed_read import _attend_dense, tail_kv
+from ._dense import attend_dense, tail_kv
 from .errors import DuplicateIndexError, IndexRangeError
 from .lease import KernelLease, require_live_lease
 
@@ -56,7 +56,7 @@ def reference_sparse_read(
         tail_page = int(block_table[seq, t // c])
         keys = torch.cat([comp_k[pages], tail_kv(raw_k, tail_page, t)])
         vals = torch.cat([comp_v[pages], tail_kv(raw_v, tail_page, t)])
-        out[n] = _attend_dense(q[n], keys, vals)
+        out[n] = attend_dense(q[n], keys, vals)
     return out
 
 

@@ -22,7 +22,7 @@ import triton.language as tl
 
 from ._attend import NEG_BIG, attend_raw_span, flag_stale, load_query, read_tiles, store_output
 from ._contract import Contract, block_span, next_pow2, raise_if_stale
-from .compressed_read import _attend_dense
+from ._dense import attend_dense
 from .lease import KernelLease, require_live_lease
 
 
@@ -42,7 +42,7 @@ def reference_window_read(
         seq, t = int(q_seq[n]), int(q_pos[n])
         pos = torch.arange(max(0, t - window + 1), t + 1)
         pages = block_table[seq, pos // c].long()
-        out[n] = _attend_dense(q[n], raw_k[pages, pos % c], raw_v[pages, pos % c])
+        out[n] = attend_dense(q[n], raw_k[pages, pos % c], raw_v[pages, pos % c])
     return out
 
 

@@ -272,6 +272,9 @@ SPECIFIC: list[tuple[str, str, Callable[[Args], None], type[KernelContractError]
     ("sparse_read", "block selected twice",
      lambda a: _set(a, "topk", lambda t: t[-1].copy_(torch.tensor([1, 1], dtype=torch.int32))),
      DuplicateIndexError, "topk"),
+    ("sparse_read", "empty selection width",
+     lambda a: a.update(topk=torch.zeros(a["q"].shape[0], 0, dtype=torch.int32)),
+     ParameterError, r"topk.shape\[1\]: expected an int >= 1, got 0"),
     ("sparse_read", "selection of other queries", lambda a: a.update(topk=a["topk"][:-1].contiguous()),
      ShapeError, r"topk: expected shape \[N=\d+, K\]"),
     # window_read
