@@ -44,7 +44,8 @@ class Contract:
 
     def __init__(self, op: str, alignment: int, kernel: object) -> None:
         self.op = op
-        if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+        is_int = isinstance(alignment, int) and not isinstance(alignment, bool)
+        if not is_int or alignment < 1 or alignment & (alignment - 1):
             raise ParameterError(f"{op}: alignment: expected a power of two >= 1, got {alignment!r}")
         self.alignment = alignment
         self.interpreted = is_interpreted(kernel)
