@@ -1,0 +1,68 @@
+"""The spec names the runtime drives: the embedding contract between a spec and this runtime.
+
+Guards, effects, predicates and invariants all come from the spec.  What the runtime needs to know
+by name is *which* events to propose for an operation (``append`` proposes ``open``/``append``/
+``seal``) and which variables carry its bookkeeping (the frontier, the pin count, the generation).
+``check_binding`` refuses a spec that lacks any of them, with the list of what is missing.
+"""
+
+from __future__ import annotations
+
+from morphcache.spec.model import Spec
+
+from .errors import ConfigError
+
+# constants
+C = "C"
+# system state
+FRONTIER = "frontier"
+GRAPH = "graph"
+# per-page state
+PIN = "pin"
+GEN = "gen"
+LGEN = "lgen"
+FILL = "fill"
+TAIL, COMPRESSED, INDEXER, WINDOW, TIER, POOL, LEASE = (
+    "tail", "compressed", "indexer", "window", "tier", "pool", "lease")
+
+# object -> states the runtime's policies name
+STATES: dict[str, tuple[str, ...]] = {
+    TAIL: ("empty", "filling", "sealed", "released"),
+    COMPRESSED: ("none", "building", "complete"),
+    INDEXER: ("none", "built"),
+    WINDOW: ("live",),
+    TIER: ("gpu", "offloading", "host", "disk", "prefetching", "dropped"),
+    POOL: ("private", "pooled"),
+    LEASE: ("free", "held"),
+    GRAPH: ("idle", "captured"),
+}
+
+EVENTS = (
+    "open", "append", "seal", "release_tail", "begin_compress", "finish_compress", "recompress",
+    "build_index", "slide", "offload", "offload_done", "spill", "prefetch", "copy_done", "verify",
+    "land", "corrupt", "drop", "recompute", "admit", "evict", "acquire", "read", "release",
+    "release_last", "capture", "uncapture",
+)
+VARS = (FRONTIER, PIN, GEN, LGEN, FILL)
+
+# tier state -> where the page's payload lives
+HOME = {"gpu": "gpu", "offloading": "gpu", "prefetching": "gpu", "host": "host", "disk": "disk",
+        "dropped": None}
+
+
+def check_binding(spec: Spec) -> None:
+    """Raise ConfigError naming every object, state, event or variable the runtime needs but the spec
+    lacks."""
+    missing: list[str] = []
+    for obj, states in STATES.items():
+        if obj not in spec.objects:
+            missing.append(f"object '{obj}'")
+            continue
+        missing += [f"state '{obj}.{s}'" for s in states if s not in spec.objects[obj].states]
+    names = {ev.name for ev in spec.events}
+    missing += [f"event '{e}'" for e in EVENTS if e not in names]
+    missing += [f"variable '{v}'" for v in VARS if v not in spec.vars]
+    if C not in spec.constants:
+        missing.append(f"constant '{C}'")
+    if missing:
+        raise ConfigError(f"spec '{spec.name}' cannot drive the runtime; missing: {', '.join(missing)}")

@@ -1,0 +1,297 @@
+"""Lookup, recovery plans, leases and reads.
+
+::
+
+    lookup(tokens)
+      1. nominal   hash-chain walk (+ partial page match)                 index.py
+      2. masks     per page, the spec's ready[k] predicates (cached)       ManagerBase._mask
+      3. effective largest pos <= nominal with nothing needed unready     search.py
+      4. answer    Miss | Ready(lease: acquire on every whole page) | NeedsRecovery(plan)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
+from typing import Any
+
+from . import binding as B
+from .errors import (
+    BadInputError,
+    ForeignLeaseError,
+    GuardRefused,
+    LeaseReleasedError,
+    MorphcacheError,
+    StaleLeaseError,
+)
+from .index import NominalHit
+from .lease import Lease, PartialSnapshot
+from .plan import (
+    Assignment,
+    LookupResult,
+    Miss,
+    NeedsRecovery,
+    Ready,
+    RecoveryPlan,
+    RecoveryReport,
+    choose_path,
+)
+from .tiering import TieringOps
+from .views import View, sequence_view
+
+MAX_TOKEN = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class ReadView:
+    """What a validated read sees: GPU slots and generations of the leased pages (block order), and
+    their payloads when asked for."""
+
+    lease_id: int
+    slots: tuple[int, ...]
+    generations: tuple[int, ...]
+    payloads: tuple[bytes, ...] | None
+
+
+def check_tokens(tokens: object, what: str = "tokens") -> list[int]:
+    """``tokens`` as a list of ints in [0, 2**63); BadInputError otherwise."""
+    if isinstance(tokens, (str, bytes, bytearray)) or not isinstance(tokens, Sequence):
+        raise BadInputError(f"{what} must be a sequence of ints, got {type(tokens).__name__}")
+    out = list(tokens)
+    for i, t in enumerate(out):
+        if type(t) is not int:
+            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {t!r}")
+    if out and (min(out) < 0 or max(out) > MAX_TOKEN):
+        bad = next(t for t in out if t < 0 or t > MAX_TOKEN)
+        raise BadInputError(f"{what} must be in [0, 2**63), got {bad}")
+    return out
+
+
+class LookupOps(TieringOps):
+    """Lookup, plans, recovery, leases and reads."""
+
+    # -- lookup -------------------------------------------------------------------------------------
+    def _lookup_view(self, hit: NominalHit) -> View:
+        return sequence_view("lookup view", self.cspec, self.cols, list(hit.pages), {B.FRONTIER: hit.tokens})
+
+    def _masks(self, hit: NominalHit) -> list[int]:
+        masks = [self._mask(pid) for pid in hit.pages]
+        if self._nonlocal_ready:
+            view = self._lookup_view(hit)
+            for p in range(len(masks)):
+                view.names["p"] = p
+                for i, fn in self._nonlocal_ready:
+                    if fn(view.names, view.arrays):
+                        masks[p] |= 1 << i
+        return masks
+
+    def _lookup(self, tokens: list[int], limit: int | None, owner: str | None) -> LookupResult:
+        hit = self.index.nominal(tokens, limit)
+        masks = self._masks(hit)
+        nominal = hit.tokens
+        eff = self.search.effective(masks, nominal)
+        blocking = ({self._objects[k] for k, _ in self.search.blocking(masks, nominal)}
+                    if eff < nominal else set())
+        self.stats.lookup(len(tokens), nominal, eff, blocking)
+        for pid in hit.pages:
+            self._touch(pid)
+        if nominal == 0:
+            self.stats.misses += 1
+            return Miss()
+        if eff < nominal:
+            plan = self._plan(hit, masks, eff, nominal)
+            gain = nominal - eff
+            if plan.pages_to_prefetch or plan.pages_to_compress or plan.recompute_tokens < gain:
+                self.stats.needs_recovery += 1
+                for a in plan.assignments:
+                    self.stats.planned_by_path[a.path] += 1
+                return NeedsRecovery(plan)
+        if eff == 0:
+            self.stats.misses += 1
+            return Miss(nominal, 0)
+        self.stats.ready += 1
+        return Ready(self._lease_prefix(hit.pages, eff, owner), nominal)
+
+    def _plan(self, hit: NominalHit, masks: list[int], eff: int, target: int) -> RecoveryPlan:
+        pages = hit.pages
+        lk = self.cspec.lookup
+        gnames: dict[str, Any] = dict(self.constants)
+        view = None
+        assignments: list[Assignment] = []
+        in_place = 0
+        missing: Counter[str] = Counter()
+        for k, obj in enumerate(self._objects):
+            for p in self.search.needed_pages(k, len(pages), target):
+                pid = pages[p]
+                if (masks[p] >> k) & 1:
+                    in_place += 1
+                    continue
+                if lk.recovery_local[obj]:
+                    gnames["p"] = pid
+                    path = choose_path(obj, pid, p, lk.recovery[obj], gnames, self.cols)
+                else:
+                    view = view or self._lookup_view(hit)
+                    view.names["p"] = p
+                    path = choose_path(obj, pid, p, lk.recovery[obj], view.names, view.arrays)
+                missing[obj] += 1
+                assignments.append(Assignment(pid, p, obj, path))
+        assignments.sort(key=lambda a: (a.block, a.obj))
+        recompute = {a.block for a in assignments if a.path == "recompute"}
+        rtokens = sum(min((p + 1) * self.C, target) - p * self.C for p in recompute)
+        prefetch = {a.page for a in assignments if a.path == "prefetch"}
+        compress = {a.page for a in assignments if a.path == "compress"}
+        return RecoveryPlan(hit.tokens, eff, target, pages, tuple(assignments), in_place, rtokens,
+                            len(prefetch) * self.page_bytes, len(prefetch), len(compress), dict(missing))
+
+    # -- leases -------------------------------------------------------------------------------------
+    def _lease_prefix(self, pages: Sequence[int], pos: int, owner: str | None) -> Lease:
+        nfull = pos // self.C
+        full = tuple(pages[:nfull])
+        partial = None
+        if pos % self.C:
+            src = pages[nfull]
+            info = self.pages.info[src]
+            n = pos % self.C
+            partial = PartialSnapshot(nfull, src, tuple(info.tokens[:n]),
+                                      self.store.read_prefix(info.gpu_slot, n))
+        return self._acquire(full, pos, owner, partial)
+
+    def _acquire(self, full: tuple[int, ...], pos: int, owner: str | None,
+                 partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
+        done: list[int] = []
+        try:
+            for pid in full:
+                self._fire("acquire", pid)
+                done.append(pid)
+        except GuardRefused:
+            for pid in reversed(done):
+                self._unpin(pid)
+            raise
+        gens = tuple(int(self.cols[B.GEN][pid]) for pid in full)  # type: ignore[call-overload]
+        lease = Lease(self.ident, owner, full, gens, pos, partial, tail)
+        self.leases[lease.lease_id] = lease
+        for pid in full:
+            held = self.pages.info[pid].pinned_by
+            held[lease.lease_id] = held.get(lease.lease_id, 0) + 1
+        return lease
+
+    def _unpin(self, pid: int) -> None:
+        if self.cols[B.PIN][pid] == 1:
+            self._fire("release_last", pid)
+        else:
+            self._fire("release", pid)
+
+    def _own(self, lease: object) -> Lease:
+        if not isinstance(lease, Lease):
+            raise BadInputError(f"expected a Lease, got {type(lease).__name__}")
+        if lease.issuer != self.ident or self.leases.get(lease.lease_id) is not lease:
+            if lease.issuer == self.ident and lease.released:
+                raise LeaseReleasedError(f"lease #{lease.lease_id} was already released")
+            raise ForeignLeaseError(f"lease #{lease.lease_id} was not issued by this manager")
+        if lease.released:
+            raise LeaseReleasedError(f"lease #{lease.lease_id} was already released")
+        return lease
+
+    def _release(self, lease: Lease) -> None:
+        lease.released = True
+        del self.leases[lease.lease_id]
+        for pid in lease.pages:
+            held = self.pages.info[pid].pinned_by
+            held[lease.lease_id] -= 1
+            if not held[lease.lease_id]:
+                del held[lease.lease_id]
+            self._unpin(pid)
+        for pid in lease.pages:
+            self._collect(pid)
+
+    def _validate(self, lease: Lease, payloads: bool) -> ReadView:
+        slots = []
+        for i, pid in enumerate(lease.pages):
+            try:
+                self._fire("read", pid)
+            except GuardRefused as exc:
+                raise StaleLeaseError(
+                    f"lease #{lease.lease_id}: page {pid} failed re-validation: {exc}") from exc
+            if self.cols[B.GEN][pid] != lease.generations[i]:
+                raise StaleLeaseError(f"lease #{lease.lease_id}: page {pid} generation "
+                                      f"{self.cols[B.GEN][pid]} != leased {lease.generations[i]}")
+            slots.append(self.pages.info[pid].gpu_slot)
+        data = tuple(self.store.read(s) for s in slots) if payloads else None
+        return ReadView(lease.lease_id, tuple(slots), lease.generations, data)
+
+    # -- recovery -----------------------------------------------------------------------------------
+    def _recover(self, plan: RecoveryPlan, block: bool) -> RecoveryReport:
+        done: Counter[str] = Counter()
+        failed: list[tuple[int, str]] = []
+        protect = frozenset(plan.pages)
+        futures: list[Future[None]] = []
+        with self.lock:
+            for pid in plan.pages_on("prefetch"):
+                if pid not in self.pages.info:
+                    failed.append((pid, "page is gone"))
+                    continue
+                try:
+                    futures.append(self._prefetch(pid, protect))
+                except MorphcacheError as exc:
+                    failed.append((pid, str(exc)))
+        if block and futures:
+            wait(futures)
+        with self.lock:
+            for pid in plan.pages_on("recompute"):
+                if pid not in self.pages.info:
+                    failed.append((pid, "page is gone"))
+                    continue
+                try:
+                    if self.cols[B.TIER][pid] != "dropped":
+                        self._drop(pid)
+                    self._recompute(pid, protect)
+                except MorphcacheError as exc:
+                    failed.append((pid, str(exc)))
+            for pid in plan.pages:
+                if pid in self.pages.info and self.cols[B.TIER][pid] == "gpu":
+                    self._maintain(pid)
+            for a in plan.assignments:
+                done[a.path] += 1
+                self.stats.recoveries_by_path[a.path] += 1
+        return RecoveryReport(dict(done), tuple(failed), len(futures))
+
+    def _maintain(self, pid: int) -> None:
+        """Propose compression, indexing and admission for a sealed page (the spec decides)."""
+        if self.cols[B.TAIL][pid] == "sealed" and self.cols[B.COMPRESSED][pid] == "none":
+            if self._try("begin_compress", pid):
+                self.store.compress(self.pages.info[pid].gpu_slot)
+        if self.cols[B.COMPRESSED][pid] == "building":
+            self._try("finish_compress", pid)
+        if self.cols[B.COMPRESSED][pid] == "complete" and (
+                self.cols[B.INDEXER][pid] != "built" or self._mask_stale_index(pid)):
+            self._try("build_index", pid)
+        if self.config.auto_admit and self.cols[B.POOL][pid] != "pooled":
+            self._admit(pid)
+        if self.config.release_tails:
+            self._try("release_tail", pid)
+
+    def _morphology_ready(self, pid: int) -> bool:
+        """The page's compressed, indexer and tier objects are ready (the spec's ready predicates)."""
+        mask = self._mask(pid)
+        return all((mask >> self._objects.index(o)) & 1
+                   for o in (B.COMPRESSED, B.INDEXER, B.TIER) if o in self._objects)
+
+    def _mask_stale_index(self, pid: int) -> bool:
+        k = self._objects.index(B.INDEXER) if B.INDEXER in self._objects else None
+        return k is not None and not (self._mask(pid) >> k) & 1
+
+    def _admit(self, pid: int) -> bool:
+        """Propose admission to the reuse pool, evicting the least recently used unpinned pooled page
+        when the pool is full."""
+        if self._try("admit", pid):
+            return True
+        if len(self.pooled) < self.config.capacity or not self._morphology_ready(pid):
+            return False
+        victim = next((p for p in self.pooled if p != pid and self.core.allowed("evict", p)), None)
+        if victim is None:
+            return False
+        self._fire("evict", victim)
+        self._collect(victim)
+        return self._try("admit", pid)

@@ -1,0 +1,177 @@
+"""The effective hit: the largest position at or below the nominal hit where every needed object is
+ready.
+
+For each object ``k`` the spec gives ``needed[k](p, pos)``: page ``p`` must be ready for a hit at
+``pos``.  These are compiled and sampled once into a *profile*: the offsets ``d = pos - p*C`` at
+which page ``p`` is needed, as closed intervals (an end may be unbounded).  With the shipped spec,
+C = 4 and W = 6::
+
+    d = pos - p*C     ... -1  0  1  2  3  4  5  6  7  8  9 ...
+    tail                        [1 ....... 3]                       p*C < pos < (p+1)*C
+    window                      [1 .................... 9]          pos - W < (p+1)*C
+    compressed, indexer                  [4 .............. inf)     (p+1)*C <= pos
+    tier                        [1 ......................... inf)   p*C < pos
+
+A page that is not ready for ``k`` forbids the positions ``p*C + profile[k]``; the effective hit is
+the largest position in ``[0, nominal]`` outside the union of the forbidden intervals.  Readiness is
+not monotonic in ``pos`` (an expired window forbids a band, not a suffix), so the union is searched
+from the top, not cut at the first gap.  The profile is only used when sampling shows it is the same
+for every page (translation-covariant) and constant beyond the sampled range; otherwise the search
+evaluates ``needed`` at every position (slow, exact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from morphcache.spec.model import Lookup
+
+from .compiler import CompiledLookup
+from .errors import ConfigError
+from .irtools import free_names
+
+BIG = 1 << 62
+Interval = tuple[int, int]
+_SAMPLE_PAGES = (0, 1, 2, 3, 5, 8, 13)
+
+
+def _runs(values: list[bool], lo_off: int) -> list[Interval]:
+    out: list[Interval] = []
+    start = None
+    for i, v in enumerate(values):
+        if v and start is None:
+            start = i
+        elif not v and start is not None:
+            out.append((start + lo_off, i - 1 + lo_off))
+            start = None
+    if start is not None:
+        out.append((start + lo_off, len(values) - 1 + lo_off))
+    return out
+
+
+def build_profile(needed: Callable[[Mapping[str, Any], Mapping[str, Any]], Any], page_size: int,
+                  reach: int) -> tuple[Interval, ...] | None:
+    """The intervals of offsets where ``needed`` holds, or None if it is not translation-covariant."""
+    c = page_size
+    rows = []
+    for p in _SAMPLE_PAGES:
+        rows.append([bool(needed({"p": p, "pos": p * c + d}, {})) for d in range(-reach, reach + 1)])
+    if any(row != rows[0] for row in rows):
+        return None
+    row = rows[0]
+    for p in _SAMPLE_PAGES:
+        for d in (reach, reach + 1, reach + c, 2 * reach, 3 * reach + 7, 10 * reach):
+            if bool(needed({"p": p, "pos": p * c + d}, {})) != row[-1]:
+                return None
+            if bool(needed({"p": p, "pos": p * c - d}, {})) != row[0]:
+                return None
+    out = []
+    for lo, hi in _runs(row, -reach):
+        out.append((-BIG if lo == -reach else lo, BIG if hi == reach else hi))
+    return tuple(out)
+
+
+class HitSearch:
+    """Effective-hit search over per-page readiness masks (bit ``i`` = object ``objects[i]`` ready)."""
+
+    def __init__(self, lookup: CompiledLookup, spec_lookup: Lookup, constants: Mapping[str, int],
+                 page_size: int) -> None:
+        self.lookup = lookup
+        self.objects = lookup.objects
+        self.full = (1 << len(self.objects)) - 1
+        self.page_size = page_size
+        for obj in self.objects:
+            if lookup.needed_reads_state[obj]:
+                raise ConfigError(f"lookup needed[{obj}] must depend only on p, pos and constants")
+        used: set[str] = set()
+        for o in self.objects:
+            used |= free_names(spec_lookup.needed[o])
+        reach = 4 * sum(abs(constants[n]) for n in used if n in constants) + 4 * page_size + 16
+        self.reach = reach
+        profiles: dict[str, tuple[Interval, ...]] = {}
+        for obj in self.objects:
+            prof = build_profile(lookup.needed[obj], page_size, reach)
+            if prof is not None:
+                profiles[obj] = prof
+        self.profiles: dict[str, tuple[Interval, ...]] | None = (
+            profiles if len(profiles) == len(self.objects) else None)
+        self.min_lo = min((lo for ivs in (self.profiles or {}).values() for lo, _ in ivs), default=0)
+
+    # -- needed -----------------------------------------------------------------------------------
+    def needed(self, k: int, p: int, pos: int, direct: bool = False) -> bool:
+        """Whether object ``objects[k]`` of block ``p`` is needed for a hit at ``pos`` (``direct``:
+        evaluate the compiled predicate instead of the profile)."""
+        if self.profiles is not None and not direct:
+            d = pos - p * self.page_size
+            return any(lo <= d <= hi for lo, hi in self.profiles[self.objects[k]])
+        return bool(self.lookup.needed[self.objects[k]]({"p": p, "pos": pos}, {}))
+
+    def blocking(self, masks: Sequence[int], pos: int, direct: bool = False) -> list[tuple[int, int]]:
+        """``(k, p)`` pairs needed for a hit at ``pos`` and not ready (pages past the chain never are)."""
+        out = []
+        for p in range(self._last_page(len(masks), pos) + 1):
+            mask = masks[p] if p < len(masks) else 0
+            if mask == self.full:
+                continue
+            for k in range(len(self.objects)):
+                if not (mask >> k) & 1 and self.needed(k, p, pos, direct):
+                    out.append((k, p))
+        return out
+
+    def needed_pages(self, k: int, npages: int, pos: int) -> list[int]:
+        """Blocks ``p < npages`` whose object ``k`` is needed for a hit at ``pos``."""
+        return [p for p in range(min(npages, self._last_page(npages, pos) + 1)) if self.needed(k, p, pos)]
+
+    def _last_page(self, npages: int, pos: int) -> int:
+        """The last block that can be needed at ``pos`` (blocks past the chain count as not ready)."""
+        if self.profiles is None or self.min_lo <= -BIG:
+            return max(npages - 1, pos // self.page_size + 1)
+        return max(npages - 1, (pos - self.min_lo) // self.page_size)
+
+    # -- search -----------------------------------------------------------------------------------
+    def effective(self, masks: Sequence[int], nominal: int) -> int:
+        """The largest ``pos <= nominal`` with nothing needed and not ready (0 if none)."""
+        if self.profiles is None:
+            return self.brute(masks, nominal)
+        c = self.page_size
+        full = self.full
+        forbidden: list[Interval] = []
+        last = self._last_page(len(masks), nominal)
+        nobj = len(self.objects)
+        profiles = [self.profiles[o] for o in self.objects]
+        for p in range(last + 1):
+            mask = masks[p] if p < len(masks) else 0
+            if mask == full:
+                continue
+            base = p * c
+            for k in range(nobj):
+                if not (mask >> k) & 1:
+                    for lo, hi in profiles[k]:
+                        a, b = base + lo, base + hi
+                        if b >= 0 and a <= nominal:
+                            forbidden.append((max(a, 0), min(b, nominal)))
+        if not forbidden:
+            return nominal
+        forbidden.sort()
+        merged: list[list[int]] = []
+        for a, b in forbidden:
+            if merged and a <= merged[-1][1] + 1:
+                if b > merged[-1][1]:
+                    merged[-1][1] = b
+            else:
+                merged.append([a, b])
+        x = nominal
+        for a, b in reversed(merged):
+            if a <= x <= b:
+                x = a - 1
+            elif b < x:
+                break
+        return max(x, 0)
+
+    def brute(self, masks: Sequence[int], nominal: int) -> int:
+        """The same answer by evaluating ``needed`` at every position (the oracle and the fallback)."""
+        for pos in range(nominal, 0, -1):
+            if not self.blocking(masks, pos, direct=True):
+                return pos
+        return 0

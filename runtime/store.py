@@ -1,0 +1,139 @@
+"""The data plane behind the GPU pool: a pluggable ``PageStore`` and the default in-memory one.
+
+The runtime is the control plane (ids, states, leases, tiers).  Whatever holds the KV bytes plugs in
+here; the runtime calls it only for pages whose state allows it.  A page's payload is addressed by
+its GPU *slot* (the block-table entry the kernels use)::
+
+    slot 5 : [ token 0 | token 1 | ... | token C-1 ]   page_bytes = C * TOKEN_BYTES (default store)
+
+The default ``MemoryPageStore`` keeps a deterministic payload per token (the token id and a mix of
+its position), so the control-plane replay and the tests run without tensors and can check every
+byte a reader sees.  A tensor store (the model engine's) implements the same calls with the kernels'
+store / compress / copy launchers.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+import xxhash
+
+TOKEN_BYTES = 8
+
+
+def checksum(data: bytes) -> int:
+    """Content checksum of a payload (xxh3, 64 bit)."""
+    return int(xxhash.xxh3_64_intdigest(data))
+
+
+def token_payload(token: int, position: int) -> bytes:
+    """The default store's bytes for ``token`` at absolute ``position``."""
+    return struct.pack("<II", token & 0xFFFFFFFF, (position * 2654435761 + token) & 0xFFFFFFFF)
+
+
+def expected_payload(tokens: Sequence[int], depth: int, page_size: int) -> bytes:
+    """The default store's payload of a page at block ``depth`` holding ``tokens`` (zero-padded)."""
+    base = depth * page_size
+    body = b"".join(token_payload(t, base + i) for i, t in enumerate(tokens))
+    return body + bytes(page_size * TOKEN_BYTES - len(body))
+
+
+class PageStore(Protocol):
+    """What the runtime asks of the GPU pool's data plane.  Calls for one slot never overlap."""
+
+    page_bytes: int
+
+    def write_tokens(self, slot: int, depth: int, offset: int, tokens: Sequence[int]) -> None:
+        """Store the KV of ``tokens`` at offsets ``offset..`` of the page at block ``depth``."""
+
+    def compress(self, slot: int) -> None:
+        """Build the page's compressed entry and its indexer keys from its raw KV."""
+
+    def read(self, slot: int) -> bytes:
+        """The page's payload (to move it to another tier)."""
+
+    def write(self, slot: int, data: bytes) -> None:
+        """Put a payload back into ``slot`` (a prefetch landing)."""
+
+    def recompute(self, slot: int, depth: int, tokens: Sequence[int]) -> None:
+        """Rebuild the page's KV from its tokens (a prefill of the page)."""
+
+    def read_prefix(self, slot: int, count: int) -> bytes:
+        """The payload of the first ``count`` tokens of the page (copy-on-write source)."""
+
+    def write_prefix(self, slot: int, count: int, data: bytes) -> None:
+        """Put ``data`` (from ``read_prefix``) as the first ``count`` tokens of the page in ``slot``."""
+
+    def free(self, slot: int) -> None:
+        """The slot no longer holds a page."""
+
+    def set_generation(self, slot: int, gen: int) -> None:
+        """Publish the page generation the read kernels compare leases with."""
+
+
+class MemoryPageStore:
+    """Default store: one bytearray per slot holding the deterministic per-token payload."""
+
+    def __init__(self, slots: int, page_size: int) -> None:
+        self.page_size = page_size
+        self.page_bytes = page_size * TOKEN_BYTES
+        self.data: list[bytearray | None] = [None] * slots
+        self.generations = [0] * slots
+        self.compressed = [False] * slots
+        self._lock = threading.Lock()
+
+    def _slot(self, slot: int) -> bytearray:
+        buf = self.data[slot]
+        if buf is None:
+            buf = self.data[slot] = bytearray(self.page_bytes)
+        return buf
+
+    def write_tokens(self, slot: int, depth: int, offset: int, tokens: Sequence[int]) -> None:
+        """Store the payload of ``tokens`` at offsets ``offset..``."""
+        buf = self._slot(slot)
+        base = depth * self.page_size + offset
+        chunk = b"".join(token_payload(t, base + i) for i, t in enumerate(tokens))
+        buf[offset * TOKEN_BYTES: offset * TOKEN_BYTES + len(chunk)] = chunk
+
+    def compress(self, slot: int) -> None:
+        """Mark the slot's compressed entry as built (no tensors in this store)."""
+        self.compressed[slot] = True
+
+    def read(self, slot: int) -> bytes:
+        """A copy of the slot's payload; KeyError if the slot holds nothing."""
+        buf = self.data[slot]
+        if buf is None:
+            raise KeyError(f"GPU slot {slot} holds no page")
+        return bytes(buf)
+
+    def write(self, slot: int, data: bytes) -> None:
+        """Overwrite the slot with ``data`` (truncated or zero-padded to the page size)."""
+        buf = bytearray(data[: self.page_bytes])
+        buf += bytes(self.page_bytes - len(buf))
+        self.data[slot] = buf
+
+    def recompute(self, slot: int, depth: int, tokens: Sequence[int]) -> None:
+        """Rebuild the payload from the tokens."""
+        self.data[slot] = bytearray(expected_payload(tokens, depth, self.page_size))
+        self.compressed[slot] = False
+
+    def read_prefix(self, slot: int, count: int) -> bytes:
+        """The first ``count`` token entries of the slot."""
+        return self.read(slot)[: count * TOKEN_BYTES]
+
+    def write_prefix(self, slot: int, count: int, data: bytes) -> None:
+        """Write ``count`` token entries at the start of the slot."""
+        buf = self._slot(slot)
+        buf[: count * TOKEN_BYTES] = data[: count * TOKEN_BYTES]
+
+    def free(self, slot: int) -> None:
+        """Drop the slot's payload."""
+        self.data[slot] = None
+        self.compressed[slot] = False
+
+    def set_generation(self, slot: int, gen: int) -> None:
+        """Record the generation the kernels would compare."""
+        self.generations[slot] = gen

@@ -1,0 +1,178 @@
+"""Where payloads live off the GPU: the GPU slot pool, the host tier and the disk tier.
+
+Each page's payload is in exactly one of them (its *home*, given by the page's tier state).  The
+disk tier writes one file per page, atomically, with a header carrying the length and checksum::
+
+    page-<id>.kv  =  b"MCPAGE01" | u64 length | u64 checksum | payload
+    write:  tmp file in the same directory -> write -> flush -> fsync -> rename -> fsync(dir)
+
+A read returns None for a missing file and the bytes it found otherwise (possibly truncated or
+flipped): the caller compares the checksum with the one the control plane recorded when the page
+left the GPU, never the file's own claim alone.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import threading
+from pathlib import Path
+
+from .errors import CapacityError, TierError
+
+_MAGIC = b"MCPAGE01"
+_HEADER = struct.Struct("<8sQQ")
+
+
+class SlotPool:
+    """GPU page slots ``0..n-1`` handed out from a free list."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.free_slots = list(range(slots - 1, -1, -1))
+        self.owner: dict[int, int] = {}  # slot -> page id
+
+    @property
+    def used(self) -> int:
+        """Slots currently holding a page."""
+        return len(self.owner)
+
+    def take(self, pid: int) -> int:
+        """A free slot for page ``pid``; CapacityError if none is free."""
+        if not self.free_slots:
+            raise CapacityError(f"GPU pool full: all {self.slots} slots hold pages")
+        slot = self.free_slots.pop()
+        self.owner[slot] = pid
+        return slot
+
+    def give(self, slot: int) -> None:
+        """Return ``slot`` to the free list."""
+        del self.owner[slot]
+        self.free_slots.append(slot)
+
+
+class HostTier:
+    """Payloads in host memory, keyed by page id, at most ``capacity`` pages."""
+
+    name = "host"
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.data: dict[int, bytes] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self.data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
+    def full(self) -> bool:
+        """No room for another page."""
+        return len(self.data) >= self.capacity
+
+    def put(self, pid: int, data: bytes) -> None:
+        """Store a payload."""
+        if pid not in self.data and self.full:
+            raise CapacityError(f"host tier full ({self.capacity} pages)")
+        with self._lock:
+            self.data[pid] = data
+
+    def get(self, pid: int) -> bytes | None:
+        """The stored payload, None if absent."""
+        with self._lock:
+            return self.data.get(pid)
+
+    def remove(self, pid: int) -> None:
+        """Forget the payload (no error if absent)."""
+        with self._lock:
+            self.data.pop(pid, None)
+
+
+class DiskTier:
+    """Payloads as checksummed files under ``directory``, at most ``capacity`` pages."""
+
+    name = "disk"
+
+    def __init__(self, directory: str | os.PathLike[str], capacity: int) -> None:
+        self.capacity = capacity
+        self.dir = Path(directory)
+        self.pages: set[int] = set()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".probe-", dir=self.dir)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise TierError(f"disk tier directory {str(self.dir)!r} is not writable: "
+                            f"{exc.strerror or exc}") from None
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self.pages
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    @property
+    def full(self) -> bool:
+        """No room for another page."""
+        return len(self.pages) >= self.capacity
+
+    def path(self, pid: int) -> Path:
+        """The file of page ``pid``."""
+        return self.dir / f"page-{pid}.kv"
+
+    def put(self, pid: int, data: bytes, check: int) -> None:
+        """Write the page file atomically (tmp + fsync + rename + fsync of the directory)."""
+        if pid not in self.pages and self.full:
+            raise CapacityError(f"disk tier full ({self.capacity} pages)")
+        target = self.path(pid)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".page-{pid}-", suffix=".tmp", dir=self.dir)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(_HEADER.pack(_MAGIC, len(data), check))
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            raise TierError(f"cannot write page {pid} to {str(target)!r}: {exc.strerror or exc}") from None
+        self.pages.add(pid)
+
+    def get(self, pid: int) -> bytes | None:
+        """The payload bytes found in the file (header stripped), None if the file is missing.
+
+        A short, corrupted or foreign file yields whatever bytes follow the header (possibly empty);
+        the caller's checksum comparison rejects them.
+        """
+        try:
+            raw = self.path(pid).read_bytes()
+        except OSError:
+            return None
+        if len(raw) < _HEADER.size:
+            return b""
+        magic, length, _ = _HEADER.unpack_from(raw)
+        body = raw[_HEADER.size:]
+        if magic != _MAGIC or len(body) != length:
+            return body[:0] if magic != _MAGIC else body
+        return body
+
+    def remove(self, pid: int) -> None:
+        """Delete the page file (no error if it is already gone)."""
+        self.pages.discard(pid)
+        try:
+            self.path(pid).unlink()
+        except OSError:
+            pass
