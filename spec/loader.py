@@ -38,9 +38,14 @@ _TOP = ("spec", "description", "refutes", "instance", "system", "page", "objects
         "properties", "lookup", "layouts")
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Load, parse and type-check the spec at ``path``."""
-    return _Loader(str(path), load_document(Path(path))).spec()
+def load_spec(path: str | Path, pages: int | None = None) -> Spec:
+    """Load, parse and type-check the spec at ``path``; ``pages`` overrides the checked instance size."""
+    doc = load_document(Path(path))
+    if pages is not None:
+        instance = doc.get("instance")
+        if isinstance(instance, YMap):
+            instance["pages"] = pages
+    return _Loader(str(path), doc).spec()
 
 
 def load_document(path: Path, seen: tuple[Path, ...] = ()) -> YMap:
