@@ -1,0 +1,155 @@
+"""Compilation: modes, the transition table against the transitions machines, guards from the file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from morphcache.runtime import (
+    CacheManager,
+    ConfigError,
+    DomainError,
+    GuardRefused,
+    PinnedPageError,
+    Ready,
+    Step,
+)
+from morphcache.runtime.base import SHIPPED_SPEC
+from morphcache.runtime.bounds import declared_bounds
+from morphcache.runtime.compiler import GLOBAL, LOCAL, SYSTEM, VIEW, CompiledSpec
+from morphcache.runtime.machines import MachineBackend, TableBackend
+from morphcache.spec.interp import evaluate
+from morphcache.spec.loader import load_spec
+from rt_helpers import small_config, spec_variant, toks
+
+
+def test_event_modes_of_the_shipped_spec() -> None:
+    spec = load_spec(SHIPPED_SPEC)
+    cs = CompiledSpec(spec, small_config().spec_constants(spec.constants))
+    modes = {name: ev.mode for name, ev in cs.events.items()}
+    assert modes["admit"] == GLOBAL and cs.events["admit"].aggregates
+    for name in ("open", "append", "seal", "slide", "prefetch", "recompute"):
+        assert modes[name] == VIEW, name
+    for name in ("acquire", "read", "release", "offload", "drop", "land", "evict", "build_index"):
+        assert modes[name] == LOCAL, name
+    assert modes["capture"] == modes["uncapture"] == SYSTEM
+
+
+def test_runtime_constants_replace_the_checked_instance() -> None:
+    spec = load_spec(SHIPPED_SPEC)
+    consts = small_config(pool_capacity=5).spec_constants(spec.constants)
+    assert (consts["C"], consts["W"], consts["CAPACITY"], consts["MAX_PIN"]) == (4, 6, 5, 4)
+    bounds = declared_bounds(spec)
+    hi = bounds["frontier"].hi
+    assert hi is not None and evaluate(hi, {**consts, "pages": 10}) == 40  # pages * C, not the instance's 6
+    fill_hi = bounds["fill"].hi
+    assert fill_hi is not None and evaluate(fill_hi, consts) == 4
+
+
+def test_table_equals_machines_exhaustively() -> None:
+    """For every object, event, source state and guard outcome, the fast table decides exactly as the
+    transitions machine (target state, and whether the guard was consulted)."""
+    spec = load_spec(SHIPPED_SPEC)
+    cs = CompiledSpec(spec, small_config().spec_constants(spec.constants))
+    machine, table = MachineBackend(cs), TableBackend(cs)
+    cases = 0
+    for owner, obj in spec.objects.items():
+        for ev in obj.events:
+            for state in obj.states:
+                for outcome in (True, False):
+                    asked: dict[str, int] = {"machine": 0, "table": 0}
+
+                    def check(which: str, outcome: bool = outcome, asked: dict[str, int] = asked) -> bool:
+                        asked[which] += 1
+                        return outcome
+
+                    got_m = machine.decide(owner, ev.name, state, lambda: check("machine"))
+                    got_t = table.decide(owner, ev.name, state, lambda: check("table"))
+                    assert got_m == got_t, (owner, ev.name, state, outcome)
+                    assert asked["machine"] == asked["table"], (owner, ev.name, state)
+                    expect = ev.target if (state in ev.sources and outcome) else None
+                    assert got_t == expect
+                    cases += 1
+    assert cases > 100
+
+
+def _scenario(m: CacheManager) -> None:
+    m.register("a", toks(0, 13))
+    r = m.lookup(toks(0, 13))
+    assert isinstance(r, Ready)
+    m.read(r.lease)
+    m.release(r.lease)
+    pid = m.sequence_pages("a")[0]
+    m.offload(pid, "disk")
+    m.prefetch(pid).result()
+    m.capture(["a"])
+    m.append("a", [7, 7])
+    m.uncapture(["a"])
+    m.free("a")
+
+
+def test_machine_backend_runs_the_same_steps(make_manager: Callable[..., CacheManager]) -> None:
+    fast = make_manager(record=True)
+    slow = make_manager(record=True, backend="machine")
+    _scenario(fast)
+    _scenario(slow)
+    a, b = fast.steps(), slow.steps()
+    assert len(a) >= 40
+    def key(steps: list[Step]) -> list[tuple[object, ...]]:
+        return [(s.event, s.args, s.before, s.after) for s in steps]
+
+    assert key(a) == key(b)
+    fast.check_integrity()
+    slow.check_integrity()
+
+
+def test_changing_a_guard_in_the_spec_file_changes_the_runtime(
+        tmp_path: Path, make_manager: Callable[..., CacheManager]) -> None:
+    """Same code, two spec files: only the offload guard differs (the pin check is removed)."""
+    weak = spec_variant(tmp_path, {"objects.tier.events.offload.guard":
+                                   "tail[p] in {'sealed', 'released'} and compressed[p] != 'building'"})
+    for spec, refused in ((None, True), (weak, False)):
+        m = make_manager(spec)
+        m.register("a", toks(0, 8))
+        r = m.lookup(toks(0, 8))
+        assert isinstance(r, Ready)
+        pid = r.lease.pages[0]
+        if refused:
+            with pytest.raises(PinnedPageError) as exc:
+                m.offload(pid)
+            assert "pin[p] == 0" in str(exc.value) and exc.value.event == "offload"
+        else:
+            m.offload(pid)
+            assert m.page_state(pid)["tier"] == "host"
+
+
+def test_effect_outside_declared_bounds_is_refused(tmp_path: Path,
+                                                   make_manager: Callable[..., CacheManager]) -> None:
+    effects = {"fill[p]": "C + 1", "frontier": "frontier + 1"}
+    bad = spec_variant(tmp_path, {"objects.tail.events.seal.effects": effects})
+    m = make_manager(bad)
+    m.register("a", toks(0, 3))
+    with pytest.raises(DomainError) as exc:
+        m.append("a", [3])
+    assert "fill" in str(exc.value)
+    assert m.frontier("a") == 3
+    m.check_integrity()
+
+
+def test_spec_without_a_driven_event_is_refused(tmp_path: Path) -> None:
+    bad = spec_variant(tmp_path, {"objects.tier.events.spill": None})
+    with pytest.raises(ConfigError, match="event 'spill'"):
+        CacheManager(bad, small_config())
+
+
+def test_refusal_names_event_page_and_failed_conjunct(make_manager: Callable[..., CacheManager]) -> None:
+    m = make_manager()
+    m.register("a", toks(0, 6))
+    pid = m.sequence_pages("a")[1]  # still filling
+    with pytest.raises(GuardRefused) as exc:
+        m.offload(pid)
+    err = exc.value
+    assert (err.event, err.page, err.block) == ("offload", pid, 1)
+    assert err.failed == "tail[p] in {'sealed', 'released'}"
+    assert "tail[p]='filling'" in str(err)
