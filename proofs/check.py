@@ -119,7 +119,7 @@ class Checker:
             proved, seconds = timed(lambda: self.induction.houdini(candidates, self.progress))
         except Unknown as exc:
             return [self._unknown(p, "induction", 0.0, exc) for p in candidates], []
-        method = f"induction ({len(proved)} invariants)"
+        method = f"induction ({len(proved)} invariant{'' if len(proved) == 1 else 's'})"
         by_name = {p.name: Result(p.name, p.kind, PROVED, method, seconds, p.rule) for p in proved}
         rest = [p for p in candidates if p.name not in by_name]
         by_name.update(self.settle(rest, proved))

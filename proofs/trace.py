@@ -13,7 +13,7 @@ from typing import Any
 
 import z3
 
-from morphcache.spec.expr import BoolOp, Expr, Implies, Reduce, render
+from morphcache.spec.expr import BoolOp, Compare, Expr, Implies, Reduce, render
 from morphcache.spec.interp import evaluate
 from morphcache.spec.model import Property, Spec
 
@@ -125,6 +125,9 @@ def _explain(e: Expr, names: dict[str, Any], arrays: dict[str, list[Any]], where
         return out or [f"{where}{render(e)}"]
     if isinstance(e, Implies):
         return _explain(e.right, names, arrays, where, spec) or [f"{where}{render(e)}"]
+    if isinstance(e, Compare):
+        left, right = evaluate(e.left, names, arrays), evaluate(e.right, names, arrays)
+        return [f"{where}{render(e)}   ({left} {e.op} {right} is false)"]
     return [f"{where}{render(e)}"]
 
 
