@@ -167,7 +167,7 @@ class Checker:
     # -- diversion and layouts -------------------------------------------------------------------
     def check_partition(self, proved: list[Property]) -> list[Result]:
         """The recovery-path partition (rule: diversion)."""
-        out = []
+        out: list[Result] = []
         obligations = Partition(self.ts, self.options.limits, proved).obligations()
         while True:
             start = time.perf_counter()
@@ -189,7 +189,7 @@ class Checker:
 
     def check_layouts(self) -> list[Result]:
         """Alignment, bounds and overlap of every declared layout."""
-        out = []
+        out: list[Result] = []
         for layout in self.spec.layouts:
             try:
                 for ob, seconds in _timed_iter(layout_obligations(layout, self.options.limits)):

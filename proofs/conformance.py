@@ -18,7 +18,6 @@ from morphcache.spec.model import Spec
 
 from .system import TransitionSystem
 
-
 _SYSTEMS: dict[tuple[int, int, tuple[tuple[str, int], ...]], tuple[Spec, TransitionSystem]] = {}
 
 

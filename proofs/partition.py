@@ -70,20 +70,23 @@ class Partition:
         """Every obligation of every object with recovery paths, in spec order."""
         lookup = self.ts.spec.lookup
         for obj, paths in lookup.recovery.items():
-            needed = lookup.needed.get(obj)
+            yield from self.object_obligations(obj, paths, lookup.needed.get(obj), lookup.ready.get(obj))
 
-            def need(page: int, needed: Any = needed) -> Any:
-                return self._term(needed, page) if needed is not None else z3.BoolVal(True)
+    def object_obligations(self, obj: str, paths: dict[str, Any], needed: Any, ready: Any) -> Iterator[Obligation]:
+        """Disjointness of each pair of ``obj``'s paths, exhaustiveness, and in_place == ready."""
 
-            names = list(paths)
-            for a, b in combinations(names, 2):
-                yield self._witness(
-                    f"{obj}: {a} / {b} disjoint", f"{render(paths[a])}  vs  {render(paths[b])}",
-                    [need, lambda pg, a=a: self._term(paths[a], pg), lambda pg, b=b: self._term(paths[b], pg)])
-            yield self._witness(
-                f"{obj}: paths exhaustive", " or ".join(names),
-                [need, lambda pg: z3.Not(z3.Or([self._term(paths[n], pg) for n in names]))])
-            if obj in lookup.ready and "in_place" in paths:
-                yield self._witness(
-                    f"{obj}: in_place iff ready", f"{render(paths['in_place'])}  ==  {render(lookup.ready[obj])}",
-                    [need, lambda pg: self._term(paths["in_place"], pg) != self._term(lookup.ready[obj], pg)])
+        def need(page: int) -> Any:
+            return self._term(needed, page) if needed is not None else z3.BoolVal(True)
+
+        def path(name: str) -> Any:
+            return lambda page: self._term(paths[name], page)
+
+        names = list(paths)
+        for a, b in combinations(names, 2):
+            yield self._witness(f"{obj}: {a} / {b} disjoint", f"{render(paths[a])}  vs  {render(paths[b])}",
+                                [need, path(a), path(b)])
+        yield self._witness(f"{obj}: paths exhaustive", " or ".join(names),
+                            [need, lambda page: z3.Not(z3.Or([path(n)(page) for n in names]))])
+        if ready is not None and "in_place" in paths:
+            yield self._witness(f"{obj}: in_place iff ready", f"{render(paths['in_place'])}  ==  {render(ready)}",
+                                [need, lambda page: path("in_place")(page) != self._term(ready, page)])

@@ -35,7 +35,7 @@ class Step:
 class Trace:
     """A counterexample: the steps and the part of the property that fails at the end."""
 
-    property: str
+    property_name: str
     steps: tuple[Step, ...]
     failed: tuple[str, ...]
 
@@ -80,7 +80,9 @@ def read_trace(ts: TransitionSystem, model: z3.ModelRef, states: list[dict[str, 
     return Trace(prop.name, tuple(steps), failed)
 
 
-def scope_of(spec: Spec, state: dict[str, Any], constants: dict[str, int]) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+def scope_of(
+    spec: Spec, state: dict[str, Any], constants: dict[str, int]
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """Split a concrete state into the interpreter's ``names`` and ``arrays``."""
     names: dict[str, Any] = {**constants, "pages": spec.pages}
     arrays: dict[str, list[Any]] = {}
@@ -144,7 +146,7 @@ def format_table(trace: Trace) -> str:
     width0 = max(len(r[0]) for r in rows)
     width1 = max(len(r[1]) for r in rows)
     lines = [f"  {r[0]:>{width0}}  {r[1]:<{width1}}  {r[2]}".rstrip() for r in rows]
-    lines.append(f"  violated: {trace.failed[0] if trace.failed else trace.property}")
+    lines.append(f"  violated: {trace.failed[0] if trace.failed else trace.property_name}")
     lines += [f"            {f}" for f in trace.failed[1:]]
     return "\n".join(lines)
 
@@ -175,7 +177,7 @@ def to_itf(spec: Spec, trace: Trace) -> dict[str, Any]:
         states.append(entry)
     return {
         "#meta": {"format": "ITF", "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
-                  "source": spec.path, "description": f"counterexample to '{trace.property}'",
+                  "source": spec.path, "description": f"counterexample to '{trace.property_name}'",
                   "violated": list(trace.failed)},
         "vars": variables,
         "states": states,
@@ -189,5 +191,5 @@ def write_itf(spec: Spec, traces: list[Trace], path: str | Path) -> None:
         p.write_text(json.dumps(to_itf(spec, traces[0]), indent=1) + "\n")
         return
     for tr in traces:
-        target = p.with_name(f"{p.stem}-{tr.property}{p.suffix or '.itf.json'}")
+        target = p.with_name(f"{p.stem}-{tr.property_name}{p.suffix or '.itf.json'}")
         target.write_text(json.dumps(to_itf(spec, tr), indent=1) + "\n")

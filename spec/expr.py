@@ -9,9 +9,8 @@ labels (:func:`render`).  Nothing is ever restated by hand.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
-Value = Union[int, bool, str]
+Value = int | bool | str
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ class Reduce:
     loc: Loc = field(default=_NOLOC, compare=False)
 
 
-Expr = Union[Const, Name, Index, Unary, Binary, Compare, InSet, BoolOp, Implies, IfExp, Reduce]
+Expr = Const | Name | Index | Unary | Binary | Compare | InSet | BoolOp | Implies | IfExp | Reduce
 
 _PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "//": 6, "%": 6, "neg": 7}
 

@@ -116,7 +116,7 @@ class _Builder:
     def compare(self, node: ast.Compare) -> Expr:
         parts: list[Expr] = []
         left = node.left
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, (ast.In, ast.NotIn)):
                 if not isinstance(right, (ast.Set, ast.List, ast.Tuple)):
                     raise self.fail(right, "'in' needs a literal set, as in tier[p] in {'host', 'disk'}")
@@ -149,7 +149,7 @@ class _Builder:
             raise self.fail(node, f"unknown function or predicate '{fname}'")
         if len(node.args) != len(pred.params):
             raise self.fail(node, f"predicate '{fname}' takes {len(pred.params)} argument(s)")
-        binding = {name: self.build(arg) for name, arg in zip(pred.params, node.args)}
+        binding = {name: self.build(arg) for name, arg in zip(pred.params, node.args, strict=True)}
         return substitute(pred.body, binding)
 
     def reduce(self, kind: str, node: ast.Call) -> Expr:

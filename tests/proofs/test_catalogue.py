@@ -38,7 +38,7 @@ def test_design_is_refuted(path: Path) -> None:
         trace = result.trace
         assert trace.failed, "the trace names the conjunct that fails"
         # Each step of the trace is a step the spec's transition relation allows.
-        for before, after in zip(trace.steps, trace.steps[1:]):
+        for before, after in zip(trace.steps, trace.steps[1:], strict=False):
             assert after.event is not None
             reason = check_step(spec, spec.constants, before.state, after.event, after.args, after.state)
             assert reason is None, f"step {after.index}: {reason}"
