@@ -13,7 +13,7 @@ ancestors (its detached view, its hash chain) exists.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -78,6 +78,7 @@ class ManagerBase:
         self.hot: OrderedDict[int, None] = OrderedDict()  # on the GPU, held by a live sequence (LRU)
         self.host_lru: OrderedDict[int, None] = OrderedDict()
         self.disk_lru: OrderedDict[int, None] = OrderedDict()
+        self.held: Counter[int] = Counter()  # pages operations in progress need (never collected meanwhile)
         self.ident = id(self)
         self.clock = 0
         self._pool_events = frozenset(n for n, e in self.cspec.events.items() if B.POOL in e.writes)
@@ -200,11 +201,13 @@ class ManagerBase:
         info = self.pages.info.get(pid)
         if info is None or info.seqs or info.children or pid in self.inflight or info.pinned_by:
             return False
+        if self.held[pid] > 0:
+            return False
         return self.cols[B.POOL][pid] != "pooled" and not self.cols[B.PIN][pid]
 
-    def _collect(self, pid: int) -> None:
-        """Forget ``pid`` and then its ancestors, as long as nothing holds them."""
-        while pid >= 0 and self._collectable(pid):
+    def _collect(self, pid: int, keep: frozenset[int] = frozenset()) -> None:
+        """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
+        while pid >= 0 and pid not in keep and self._collectable(pid):
             info = self.pages.info[pid]
             tier = self.cols[B.TIER][pid]
             if tier in ("offloading", "prefetching"):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 
-_POSITIVE = ("page_size", "gpu_pages", "max_pin", "top_k", "prefetch_workers")
+_POSITIVE = ("page_size", "gpu_pages", "max_pin", "top_k", "prefetch_workers", "max_sequence_tokens")
 _NON_NEGATIVE = ("window", "host_pages", "disk_pages", "page_bytes")
 
 
@@ -30,6 +30,7 @@ class RuntimeConfig:
 
     ``compress_block`` must divide ``page_size`` (default: one compressed entry per page).
     ``disk_dir`` None disables the disk tier.  ``page_bytes`` 0 means "ask the page store".
+    ``max_sequence_tokens`` bounds one sequence's length (longer appends are refused as bad input).
     ``backend`` "table" (fast, the default) or "machine" (every trigger goes through the
     ``transitions`` machines; slower, same decisions).  ``record`` keeps every fired step for the
     conformance checker.  ``strict`` also evaluates the spec's step properties before each step.
@@ -47,6 +48,7 @@ class RuntimeConfig:
     disk_dir: str | None = None
     prefetch_workers: int = 2
     page_bytes: int = 0
+    max_sequence_tokens: int = 1 << 24
     auto_compress: bool = True
     auto_admit: bool = True
     auto_slide: bool = True

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+
 from morphcache.kernels.lease import KernelLease
 
 from . import binding as B

@@ -223,10 +223,23 @@ class LookupOps(TieringOps):
 
     # -- recovery -----------------------------------------------------------------------------------
     def _recover(self, plan: RecoveryPlan, block: bool) -> RecoveryReport:
+        protect = frozenset(plan.pages)
+        with self.lock:
+            self.held.update(protect)
+        try:
+            return self._recover_held(plan, block, protect, [])
+        finally:
+            with self.lock:
+                self.held.subtract(protect)
+                for pid in plan.pages:
+                    if self.held[pid] <= 0:
+                        del self.held[pid]
+                    self._collect(pid)
+
+    def _recover_held(self, plan: RecoveryPlan, block: bool, protect: frozenset[int],
+                      futures: list[Future[None]]) -> RecoveryReport:
         done: Counter[str] = Counter()
         failed: list[tuple[int, str]] = []
-        protect = frozenset(plan.pages)
-        futures: list[Future[None]] = []
         with self.lock:
             for pid in plan.pages_on("prefetch"):
                 if pid not in self.pages.info:
@@ -293,5 +306,5 @@ class LookupOps(TieringOps):
         if victim is None:
             return False
         self._fire("evict", victim)
-        self._collect(victim)
+        self._collect(victim, keep=frozenset({pid}))
         return self._try("admit", pid)

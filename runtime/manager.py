@@ -105,6 +105,8 @@ class CacheManager(LookupOps):
                 self._refs_changed(pid)
             if self.config.auto_admit:
                 for pid in seq.block:
+                    if pid not in self.pages.info:  # evicted to make room for an earlier block
+                        continue
                     sealed = self.cols[B.TAIL][pid] in ("sealed", "released")
                     if sealed and self.cols[B.POOL][pid] != "pooled":
                         self._admit(pid)
@@ -128,6 +130,9 @@ class CacheManager(LookupOps):
 
     # -- internal: writing --------------------------------------------------------------------------
     def _append(self, seq: Sequence, tokens: list[int]) -> None:
+        if seq.frontier + len(tokens) > self.config.max_sequence_tokens:
+            raise BadInputError(f"sequence {seq.sid!r}: {seq.frontier} + {len(tokens)} tokens exceeds "
+                                f"max_sequence_tokens {self.config.max_sequence_tokens}")
         c = self.C
         fire = self.core.fire if self._plain_append else self._fire
         block = seq.block

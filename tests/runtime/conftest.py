@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from morphcache.runtime import CacheManager
 from rt_helpers import small_config
+
+from morphcache.runtime import CacheManager
 
 
 @pytest.fixture

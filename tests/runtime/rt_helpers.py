@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from morphcache.runtime import RuntimeConfig
 from morphcache.runtime.base import SHIPPED_SPEC
 

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rt_helpers import small_config, spec_variant, toks
+
 from morphcache.runtime import (
     CacheManager,
     ConfigError,
@@ -21,7 +23,6 @@ from morphcache.runtime.compiler import GLOBAL, LOCAL, SYSTEM, VIEW, CompiledSpe
 from morphcache.runtime.machines import MachineBackend, TableBackend
 from morphcache.spec.interp import evaluate
 from morphcache.spec.loader import load_spec
-from rt_helpers import small_config, spec_variant, toks
 
 
 def test_event_modes_of_the_shipped_spec() -> None:

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rt_helpers import small_config, spec_variant, toks
+
 from morphcache.runtime import CacheManager, DiversionError, Miss, NeedsRecovery, Ready
 from morphcache.runtime.base import SHIPPED_SPEC
 from morphcache.runtime.compiler import CompiledSpec
 from morphcache.runtime.search import HitSearch
 from morphcache.spec.loader import load_spec
-from rt_helpers import small_config, spec_variant, toks
 
 
 def test_miss(mgr: CacheManager) -> None:

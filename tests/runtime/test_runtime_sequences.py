@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from morphcache.runtime import CacheManager, Ready, TopologyError, expected_payload
 from rt_helpers import toks
+
+from morphcache.runtime import CacheManager, Ready, TopologyError, expected_payload
 
 
 def states(m: CacheManager, pid: int, *names: str) -> tuple[object, ...]:
