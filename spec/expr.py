@@ -8,6 +8,7 @@ labels (:func:`render`).  Nothing is ever restated by hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 Value = int | bool | str
@@ -174,35 +175,67 @@ def _render(e: Expr, outer: int) -> str:  # noqa: C901 - one case per node kind
     raise TypeError(f"not an expression node: {e!r}")
 
 
-def substitute(e: Expr, binding: dict[str, Expr]) -> Expr:
-    """Return ``e`` with the free names in ``binding`` replaced (used to inline predicates)."""
-    if isinstance(e, Const):
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of ``e``."""
+    if isinstance(e, (Const, Name)):
+        return ()
+    if isinstance(e, Index):
+        return (e.index,)
+    if isinstance(e, Unary):
+        return (e.operand,)
+    if isinstance(e, (Binary, Compare, Implies)):
+        return (e.left, e.right)
+    if isinstance(e, InSet):
+        return (e.item, *e.options)
+    if isinstance(e, BoolOp):
+        return e.values
+    if isinstance(e, IfExp):
+        return (e.cond, e.then, e.other)
+    if isinstance(e, Reduce):
+        return (e.body,)
+    raise TypeError(f"not an expression node: {e!r}")
+
+
+def walk(e: Expr) -> Iterator[Expr]:
+    """Every node of ``e``, depth first, parents before children."""
+    yield e
+    for child in children(e):
+        yield from walk(child)
+
+
+def rebuild(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
+    """``e`` with ``f`` applied to each direct sub-expression (same node kind, same location)."""
+    if isinstance(e, (Const, Name)):
         return e
+    if isinstance(e, Index):
+        return Index(e.name, f(e.index), e.loc)
+    if isinstance(e, Unary):
+        return Unary(e.op, f(e.operand), e.loc)
+    if isinstance(e, Binary):
+        return Binary(e.op, f(e.left), f(e.right), e.loc)
+    if isinstance(e, Compare):
+        return Compare(e.op, f(e.left), f(e.right), e.loc)
+    if isinstance(e, InSet):
+        return InSet(f(e.item), tuple(f(o) for o in e.options), e.negated, e.loc)
+    if isinstance(e, BoolOp):
+        return BoolOp(e.op, tuple(f(v) for v in e.values), e.loc)
+    if isinstance(e, Implies):
+        return Implies(f(e.left), f(e.right), e.loc)
+    if isinstance(e, IfExp):
+        return IfExp(f(e.cond), f(e.then), f(e.other), e.loc)
+    if isinstance(e, Reduce):
+        return Reduce(e.kind, e.var, f(e.body), e.loc)
+    raise TypeError(f"not an expression node: {e!r}")
+
+
+def substitute(e: Expr, binding: Mapping[str, Expr]) -> Expr:
+    """Return ``e`` with the free names in ``binding`` replaced (used to inline predicates)."""
     if isinstance(e, Name):
         return binding.get(e.name, e)
-    if isinstance(e, Index):
-        return Index(e.name, substitute(e.index, binding), e.loc)
-    if isinstance(e, Unary):
-        return Unary(e.op, substitute(e.operand, binding), e.loc)
-    if isinstance(e, Binary):
-        return Binary(e.op, substitute(e.left, binding), substitute(e.right, binding), e.loc)
-    if isinstance(e, Compare):
-        return Compare(e.op, substitute(e.left, binding), substitute(e.right, binding), e.loc)
-    if isinstance(e, InSet):
-        opts = tuple(substitute(o, binding) for o in e.options)
-        return InSet(substitute(e.item, binding), opts, e.negated, e.loc)
-    if isinstance(e, BoolOp):
-        return BoolOp(e.op, tuple(substitute(v, binding) for v in e.values), e.loc)
-    if isinstance(e, Implies):
-        return Implies(substitute(e.left, binding), substitute(e.right, binding), e.loc)
-    if isinstance(e, IfExp):
-        return IfExp(
-            substitute(e.cond, binding), substitute(e.then, binding), substitute(e.other, binding), e.loc
-        )
     if isinstance(e, Reduce):
         inner = {k: v for k, v in binding.items() if k != e.var}
         return Reduce(e.kind, e.var, substitute(e.body, inner), e.loc)
-    raise TypeError(f"not an expression node: {e!r}")
+    return rebuild(e, lambda child: substitute(child, binding))
 
 
 def conjuncts(e: Expr) -> tuple[Expr, ...]:

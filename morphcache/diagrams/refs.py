@@ -8,54 +8,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from morphcache.spec.expr import (
-    Binary,
     BoolOp,
     Compare,
     Const,
     Expr,
     IfExp,
-    Implies,
     Index,
     InSet,
     Name,
-    Reduce,
     Unary,
+    walk,
 )
 from morphcache.spec.model import Effect, Event, Spec
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-
-
-def children(e: Expr) -> tuple[Expr, ...]:
-    """The direct sub-expressions of ``e``."""
-    if isinstance(e, (Const, Name)):
-        return ()
-    if isinstance(e, Index):
-        return (e.index,)
-    if isinstance(e, Unary):
-        return (e.operand,)
-    if isinstance(e, (Binary, Compare, Implies)):
-        return (e.left, e.right)
-    if isinstance(e, InSet):
-        return (e.item, *e.options)
-    if isinstance(e, BoolOp):
-        return e.values
-    if isinstance(e, IfExp):
-        return (e.cond, e.then, e.other)
-    if isinstance(e, Reduce):
-        return (e.body,)
-    raise TypeError(f"not an expression node: {e!r}")
-
-
-def walk(e: Expr) -> Iterator[Expr]:
-    """Every node of ``e``, depth first, parents before children."""
-    yield e
-    for child in children(e):
-        yield from walk(child)
 
 
 def var_owners(spec: Spec) -> dict[str, str]:
