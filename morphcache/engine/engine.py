@@ -1,0 +1,100 @@
+"""Engine: the reference model served through the runtime and the cache kernels.
+
+::
+
+    Engine
+     ├── model      HybridModel (seeded weights; its position-wise blocks run in torch)
+     ├── pools      PagePools: raw / compressed / indexer pools of every layer + gen_table
+     ├── store      TensorPageStore: the runtime's data plane over the pools (kernels' page copies)
+     ├── manager    CacheManager(spec, RuntimeConfig, store): sequences, lookup, leases, tiers
+     ├── ops        the kernel launchers the forward calls (guarded, reference, or unguarded)
+     └── hash_only  the unsafe mode's hash -> slot table
+
+``serve(tokens)`` opens a Session (lookup, recovery, lease), prefills the rest of the prompt, decodes
+``decode`` greedy tokens, closes the session and returns the logits of every computed position.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from morphcache.engine.config import EngineConfig
+from morphcache.engine.hashonly import HashOnlyIndex
+from morphcache.engine.ops import AttentionOps, make_ops
+from morphcache.engine.pools import PagePools
+from morphcache.engine.report import ServeResult
+from morphcache.engine.session import Session
+from morphcache.engine.store import TensorPageStore
+from morphcache.model import HybridModel, golden_logits
+from morphcache.runtime import CacheManager
+
+
+class Engine:
+    """A cached-inference engine over one CacheManager (see the module docstring).
+
+    ``spec``: the spec the runtime runs (default the shipped design).  The engine serves one
+    request at a time; ``close()`` (or the context manager) stops the runtime's copy workers.
+    """
+
+    def __init__(self, config: EngineConfig | None = None, model: HybridModel | None = None,
+                 spec: Any = None) -> None:
+        self.config = config = config or EngineConfig()
+        self.model = model if model is not None else HybridModel(config.model, seed=config.seed)
+        if self.model.config != config.model:
+            raise ValueError("the model's config differs from EngineConfig.model")
+        self.page_size = config.model.page_size
+        self.pools = PagePools(config.model, config.gpu_pages, config.device)
+        self.store = TensorPageStore(self.pools, self.model)
+        self.manager = CacheManager(spec, config.runtime_config(), store=self.store)
+        self.ops: AttentionOps = make_ops("triton-unguarded" if config.unsafe else config.ops)
+        self.hash_only = HashOnlyIndex(self.page_size)
+        self._ids = itertools.count()
+
+    def session(self, request_id: str | None = None) -> Session:
+        """A new, unopened session (its sequence id is unique within this engine)."""
+        n = next(self._ids)
+        rid = request_id if request_id is not None else f"req{n}"
+        return Session(self, f"{rid}#{n}", rid)
+
+    def serve(self, tokens: Sequence[int], *, decode: int = 0, request_id: str | None = None) -> ServeResult:
+        """Serve one request: reuse the cache for ``tokens``, prefill the rest, decode ``decode``
+        greedy tokens.  Returns the logits of positions ``start .. len(prompt) + decode - 1``.
+
+        State: the runtime's sequences, pages, tiers and metrics; the pools.  The request's sequence
+        is freed before returning (its complete pages stay cached).
+        """
+        session = self.session(request_id)
+        try:
+            logits = session.open(list(tokens))
+            if decode:
+                _, more = session.decode(decode, logits)
+                logits = torch.cat([logits, more])
+            report = session.report()
+        finally:
+            session.close()
+        return ServeResult(tuple(session.tokens), session.start, logits, report)
+
+    def golden_diff(self, result: ServeResult) -> float:
+        """Largest |cached - golden| logit over the positions the request computed."""
+        if result.logits.shape[0] == 0:
+            return 0.0
+        gold = golden_logits(self.model, list(result.tokens))[result.start:]
+        return float((result.logits.to(gold.device) - gold).abs().max())
+
+    def check_integrity(self) -> None:
+        """The runtime's invariants on its live state (IntegrityError on a disagreement)."""
+        self.manager.check_integrity()
+
+    def close(self) -> None:
+        """Wait for copies in flight and stop the runtime's workers."""
+        self.manager.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,78 @@
+"""The ``KernelLease`` a sequence's forward reads under.
+
+A forward reads two kinds of pages of its own sequence::
+
+    blocks         0 ..................... k-1 | k ........................ n-1
+    pages          readable, pinned by a         written by this forward: sealed but not yet
+                   runtime lease (shared prefix   compressed, or still filling; held by the
+                   and earlier chunks)            sequence alone, not readable to anyone else
+    check_live     the runtime's own lease        still on the GPU, same slot, same generation,
+                   check (spec ``read`` on         still held by the sequence
+                   every pinned page)
+
+``block_table`` / ``lease_generations`` hold every block's slot and generation as the runtime
+states them at build time; the read kernels compare the generations with the device
+``gen_table`` on every page they touch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from morphcache.kernels import KernelLease
+from morphcache.runtime import CacheManager, Lease, StaleLeaseError
+
+
+class SequenceLease(KernelLease):
+    """Row 0 = every page of ``seq_id``; pinned pages re-validated by the runtime, own pages by state."""
+
+    def __init__(self, manager: CacheManager, seq_id: str, runtime_lease: Lease | None,
+                 device: torch.device) -> None:
+        self.manager = manager
+        self.seq_id = seq_id
+        self.pages = manager.sequence_pages(seq_id)
+        pinned = set(runtime_lease.pages) if runtime_lease is not None else set()
+        slots: list[int] = []
+        gens: list[int] = []
+        self.own: list[tuple[int, int, int]] = []  # (page, slot, generation) of unpinned pages
+        for pid in self.pages:
+            st = manager.page_state(pid)
+            slot, gen = int(st["gpu_slot"]), int(st["gen"])
+            slots.append(slot)
+            gens.append(gen)
+            if pid not in pinned:
+                self.own.append((pid, slot, gen))
+        self.slots: tuple[int, ...] = tuple(slots)
+        self.runtime = manager.kernel_lease([runtime_lease]) if runtime_lease is not None else None
+        self.block_table = torch.tensor([slots or [-1]], dtype=torch.int32, device=device)
+        self.lease_generations = torch.tensor([gens or [0]], dtype=torch.int32, device=device)
+        self.seq_lens = torch.tensor([manager.frontier(seq_id)], dtype=torch.int32, device=device)
+
+    def check_live(self) -> None:
+        """Raise (the runtime's lease errors, or StaleLeaseError for an own page) unless every page
+        is still what the lease recorded."""
+        if self.runtime is not None:
+            self.runtime.check_live()
+        for pid, slot, gen in self.own:
+            st = self.manager.page_state(pid)
+            if st["tier"] != "gpu" or st["gpu_slot"] != slot or st["gen"] != gen or \
+                    self.seq_id not in st["sequences"]:
+                raise StaleLeaseError(
+                    f"sequence {self.seq_id!r}: own page {pid} moved (tier {st['tier']}, slot {st['gpu_slot']}, "
+                    f"gen {st['gen']}; leased slot {slot}, gen {gen})")
+
+
+class FixedLease(KernelLease):
+    """A lease that trusts a fixed block table (the unsafe mode: nothing is re-validated)."""
+
+    def __init__(self, slots: Sequence[int], generations: Sequence[int], length: int,
+                 device: torch.device) -> None:
+        self.slots = tuple(slots)
+        self.block_table = torch.tensor([list(slots) or [-1]], dtype=torch.int32, device=device)
+        self.lease_generations = torch.tensor([list(generations) or [0]], dtype=torch.int32, device=device)
+        self.seq_lens = torch.tensor([length], dtype=torch.int32, device=device)
+
+    def check_live(self) -> None:
+        """Always live."""

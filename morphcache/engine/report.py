@@ -1,0 +1,56 @@
+"""What serving one request did (frozen values handed back with its logits)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class RequestReport:
+    """Counters of one served request.
+
+    ::
+
+        prompt   0 ........ reused ........ nominal ............ prompt_tokens (+ decoded)
+                 [ read from the cache ][ computed by the forward: `computed` tokens     ]
+                                         [ recomputed ]   (in the nominal hit, not reusable)
+
+    ``effective``: the readable hit at lookup time, before recovery; ``gap_by_object``: nominal -
+    effective tokens charged to each object that blocked the nominal position; ``recoveries``:
+    (page, object) assignments executed, by path; ``max_abs_diff``: largest |cached - golden| logit
+    difference, when the request was checked.
+    """
+
+    request_id: str
+    prompt_tokens: int
+    decoded: int
+    nominal: int
+    effective: int
+    reused: int
+    computed: int
+    gap_by_object: Mapping[str, int] = field(default_factory=dict)
+    recoveries: Mapping[str, int] = field(default_factory=dict)
+    prefetched_bytes: int = 0
+    prefetched_pages: int = 0
+    corrupt_pages: int = 0
+    wall_s: float = 0.0
+    max_abs_diff: float | None = None
+
+    @property
+    def recomputed(self) -> int:
+        """Tokens of the nominal hit that had to be computed again."""
+        return max(0, self.nominal - self.reused)
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """A served request: all its tokens (prompt then decoded), the logits of positions
+    ``start .. len(tokens) - 1`` (row i = position start + i), and its report."""
+
+    tokens: tuple[int, ...]
+    start: int
+    logits: Tensor
+    report: RequestReport

@@ -1,0 +1,220 @@
+"""Session: one request's sequence, from the lookup to ``free``.
+
+::
+
+    open (guarded)                              open (unsafe, hash-only)
+      register(seq)                               hit = hash table walk, trusted as readable
+      resolve_hit -> lease at `reused`            register(seq, prompt[:hit])  (fresh pages)
+      attach(seq, lease)  shared pages +          copy the hit slots' contents into them
+                          copy-on-write of the    (whatever those slots hold now)
+                          partial page
+      acquire(seq) pins the whole pages           acquire(seq)
+    extend(tokens)                              (same, with the guard compiled out)
+      append(seq, tokens)   runtime opens/seals pages, slides windows
+      forward_chunk         store, compress, read (kernels, under a SequenceLease)
+      compress(sealed pages) then acquire(seq) again: every whole page is pinned before the next append
+    close
+      release the window layers' KV of pages that slid out, release the lease, free(seq)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from morphcache.engine.forward import forward_chunk
+from morphcache.engine.lease import FixedLease, SequenceLease
+from morphcache.engine.recovery import HitOutcome, resolve_hit
+from morphcache.engine.report import RequestReport
+from morphcache.kernels import KernelLease
+from morphcache.runtime import GuardRefused, Lease, MorphcacheError, StaleLeaseError
+
+if TYPE_CHECKING:
+    from morphcache.engine.engine import Engine
+
+
+class EngineCapacityError(RuntimeError):
+    """The GPU pool cannot hold the request: the runtime had to move a page the forward was about to
+    write.  The request was abandoned and the unwritten pages dropped (recompute is their way back)."""
+
+
+class Session:
+    """A live sequence of ``engine`` serving one request; ``open`` before ``extend``, then ``close``."""
+
+    def __init__(self, engine: Engine, seq_id: str, request_id: str) -> None:
+        self.engine = engine
+        self.manager = engine.manager
+        self.seq_id = seq_id
+        self.request_id = request_id
+        self.lease: Lease | None = None
+        self.tokens: list[int] = []
+        self.prompt_tokens = 0
+        self.start = 0
+        self.outcome: HitOutcome | None = None
+        self.t0 = time.perf_counter()
+        self.closed = False
+
+    # -- open -------------------------------------------------------------------------------------
+    def open(self, prompt: Sequence[int]) -> Tensor:
+        """Reuse what the cache can give for ``prompt``, prefill the rest; logits of positions
+        ``start .. len(prompt) - 1``."""
+        if not prompt:
+            raise ValueError("a request needs at least one prompt token")
+        self.prompt_tokens = len(prompt)
+        if self.engine.config.unsafe:
+            self._open_unsafe(prompt)
+        else:
+            self._open_guarded(prompt)
+        self.start = self.manager.frontier(self.seq_id)
+        self.tokens = list(prompt[: self.start])
+        return self.extend(prompt[self.start:])
+
+    def _open_guarded(self, prompt: Sequence[int]) -> None:
+        m = self.manager
+        m.register(self.seq_id)
+        self.outcome = resolve_hit(m, prompt, len(prompt) - 1, self.seq_id)
+        hit = self.outcome.lease
+        if hit is not None:
+            try:
+                m.attach(self.seq_id, hit)
+                self.lease = m.acquire(self.seq_id)
+            finally:
+                m.release(hit)
+
+    def _open_unsafe(self, prompt: Sequence[int]) -> None:
+        m, c = self.manager, self.engine.page_size
+        hit = self.engine.hash_only.lookup(prompt, len(prompt) - 1)
+        n = hit.tokens(c)
+        m.register(self.seq_id, list(prompt[:n]))
+        src = list(hit.slots) + ([hit.partial_slot] if hit.partial_slot is not None else [])
+        own = [int(m.page_state(pid)["gpu_slot"]) for pid in m.sequence_pages(self.seq_id)]
+        if any(s < 0 for s in own):
+            self._abandon("a page of the hit prefix left the GPU while it was being allocated")
+        self.engine.store.copy_pages(src, own[: len(src)])
+        self._compress_sealed()
+        self.lease = m.acquire(self.seq_id)
+        self.outcome = HitOutcome(None, n, n, n, {}, {}, 0, 0, 0, 0)
+
+    # -- extend -----------------------------------------------------------------------------------
+    def extend(self, tokens: Sequence[int]) -> Tensor:
+        """Append ``tokens`` and run them through the cached forward; their logits [n, vocab].
+
+        State: the runtime opens/seals pages for them (and may move other pages to make room); the
+        forward stores their KV and compresses completed pages; the sealed pages are compressed in
+        the runtime and every whole page is pinned by the session's lease afterwards.
+        """
+        engine, m = self.engine, self.manager
+        if not tokens:
+            return torch.zeros(0, engine.model.config.vocab_size, device=engine.pools.device)
+        start = m.frontier(self.seq_id)
+        m.append(self.seq_id, list(tokens))
+        lease = self._kernel_lease()
+        logits = forward_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, start, tokens)
+        self.tokens.extend(tokens)
+        self._compress_sealed()
+        fresh = m.acquire(self.seq_id)
+        if self.lease is not None:
+            m.release(self.lease)
+        self.lease = fresh
+        return logits
+
+    def decode(self, steps: int, last_logits: Tensor) -> tuple[list[int], Tensor]:
+        """Greedy decode: ``steps`` tokens, one forward each; returns them and their logits."""
+        out: list[int] = []
+        rows: list[Tensor] = []
+        logits = last_logits
+        for _ in range(steps):
+            token = int(torch.argmax(logits[-1]))
+            logits = self.extend([token])
+            out.append(token)
+            rows.append(logits)
+        cat = torch.cat(rows) if rows else last_logits[:0]
+        return out, cat
+
+    def _kernel_lease(self) -> SequenceLease | FixedLease:
+        engine, m = self.engine, self.manager
+        lease = SequenceLease(m, self.seq_id, self.lease, engine.pools.device)
+        if any(s < 0 for s in lease.slots):
+            self._abandon("a page of the sequence left the GPU before its KV was written")
+        if engine.config.unsafe:
+            return FixedLease(lease.slots, lease.lease_generations[0].tolist(), int(lease.seq_lens[0]),
+                              engine.pools.device)
+        try:
+            lease.check_live()
+        except StaleLeaseError as exc:
+            self._abandon(str(exc))
+        return lease
+
+    def _compress_sealed(self) -> None:
+        """Propose ``compress`` for the sequence's sealed pages not compressed yet (their KV is in the
+        pools; the store skips the kernel when the forward already compressed them)."""
+        m = self.manager
+        for pid in m.sequence_pages(self.seq_id):
+            st = m.page_state(pid)
+            if st["tail"] == "sealed" and st["compressed"] == "none" and st["tier"] == "gpu":
+                m.compress(pid)
+
+    # -- close ------------------------------------------------------------------------------------
+    def report(self) -> RequestReport:
+        """The request's counters so far."""
+        o = self.outcome
+        assert o is not None
+        return RequestReport(
+            request_id=self.request_id,
+            prompt_tokens=self.prompt_tokens,
+            decoded=len(self.tokens) - self.prompt_tokens,
+            nominal=o.nominal,
+            effective=o.effective,
+            reused=self.start,
+            computed=len(self.tokens) - self.start,
+            gap_by_object=dict(o.gap_by_object),
+            recoveries=dict(o.paths),
+            prefetched_bytes=o.prefetched_bytes,
+            prefetched_pages=o.prefetched_pages,
+            corrupt_pages=o.corrupt_pages,
+            wall_s=time.perf_counter() - self.t0,
+        )
+
+    def close(self) -> None:
+        """Release the window KV of pages that slid out, remember the pages (unsafe mode), release the
+        lease and free the sequence (its sealed, complete pages join the reuse pool)."""
+        if self.closed:
+            return
+        self.closed = True
+        engine, m = self.engine, self.manager
+        try:
+            pages = m.sequence_pages(self.seq_id)
+            states = [m.page_state(pid) for pid in pages]
+            if engine.config.release_windows:
+                for st in states:
+                    if st["window"] == "expired" and st["tier"] == "gpu":
+                        engine.store.release_window(int(st["gpu_slot"]))
+            if engine.config.unsafe:
+                engine.hash_only.record([(st["tokens"], int(st["gpu_slot"])) for st in states])
+        finally:
+            if self.lease is not None:
+                m.release(self.lease)
+                self.lease = None
+            m.free(self.seq_id)
+
+    def _abandon(self, why: str) -> None:
+        """Drop the sequence's pages that left the GPU before their KV was written, free it, raise."""
+        m = self.manager
+        for pid in m.sequence_pages(self.seq_id):
+            st = m.page_state(pid)
+            if st["tier"] != "gpu" and st["tier"] != "dropped" and st["compressed"] == "none":
+                try:
+                    m.drop(pid)
+                except (GuardRefused, MorphcacheError):
+                    pass
+        self.close()
+        raise EngineCapacityError(f"request {self.request_id!r}: {why} (GPU pool too small for it)")
+
+
+def kernel_lease_of(session: Session) -> KernelLease:
+    """The kernel lease the session's next forward would read under (for tests and tools)."""
+    return session._kernel_lease()
