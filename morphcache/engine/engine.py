@@ -73,10 +73,10 @@ class Engine:
             if decode:
                 _, more = session.decode(decode, logits)
                 logits = torch.cat([logits, more])
-            report = session.report()
         finally:
             session.close()
-        return ServeResult(tuple(session.tokens), session.start, logits, report)
+        report = session.report()
+        return ServeResult(tuple(session.tokens), session.start, logits, report, session.pages)
 
     def golden_diff(self, result: ServeResult) -> float:
         """Largest |cached - golden| logit over the positions the request computed."""

@@ -28,6 +28,9 @@ from typing import Any
 _STATE: dict[str, Any] = {"enabled": False, "patched": None, "kept": frozenset()}
 
 
+_LANGS: dict[int, tuple[Any, frozenset[int]]] = {}
+
+
 class _NoScope:
     """The scope of a skipped nested patch: nothing to restore."""
 
@@ -36,7 +39,13 @@ class _NoScope:
 
 
 def _langs(fn: Any, tl: Any) -> frozenset[int]:
-    return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+    """ids of the ``triton.language`` modules visible from ``fn`` (what ``_patch_lang`` patches)."""
+    key = id(fn)
+    got = _LANGS.get(key)
+    if got is None or got[0] is not fn:
+        langs = frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+        got = _LANGS[key] = (fn, langs)
+    return got[1]
 
 
 def enable_fast_interpreter() -> bool:

@@ -9,7 +9,8 @@
                                  compress  (runtime.recover: compress kernel on pages whose raw exists)
                                  recompute -> not a page-local operation for this model (a page's KV
                                               depends on the whole prefix): lease the last readable
-                                              position and prefill the rest of the prompt from there
+                                              position and prefill the rest of the prompt from there;
+                                              the session writes the recomputed pages back (repair.py)
                               -> look up again (at most MAX_ROUNDS times)
 
     nominal ─────────────────────────────────────────────┐
@@ -27,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from morphcache.runtime import CacheManager, Lease, MetricsSnapshot, NeedsRecovery, Ready
+from morphcache.runtime import CacheManager, Lease, MetricsSnapshot, NeedsRecovery, Ready, RecoveryPlan
 
 MAX_ROUNDS = 4
 RUNTIME_PATHS = ("prefetch", "compress")
@@ -51,6 +52,7 @@ class HitOutcome:
     prefetched_pages: int
     corrupt_pages: int
     lookups: int
+    recompute_plan: RecoveryPlan | None = None
 
 
 def _delta(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
@@ -79,6 +81,7 @@ def resolve_hit(manager: CacheManager, tokens: Sequence[int], limit: int, owner:
     paths: Counter[str] = Counter()
     lookups = 1
     rounds = 0
+    recompute: RecoveryPlan | None = None
     while isinstance(result, NeedsRecovery):
         plan = result.plan
         runnable = tuple(a for a in plan.assignments if a.path in RUNTIME_PATHS)
@@ -87,12 +90,12 @@ def resolve_hit(manager: CacheManager, tokens: Sequence[int], limit: int, owner:
             report = manager.recover(dataclasses.replace(plan, assignments=runnable))
             paths.update({k: v for k, v in report.done.items() if k in RUNTIME_PATHS})
             result = manager.lookup(tokens, limit=limit, owner=owner)
-        elif plan.effective and rounds <= MAX_ROUNDS:
-            paths["recompute"] += sum(1 for a in plan.assignments if a.path == "recompute")
-            result = manager.lookup(tokens, limit=plan.effective, owner=owner)
         else:
-            paths["recompute"] += sum(1 for a in plan.assignments if a.path == "recompute")
-            break
+            recompute = _only(plan, "recompute")
+            paths["recompute"] += len(recompute.assignments)
+            if not plan.effective or rounds > MAX_ROUNDS:
+                break
+            result = manager.lookup(tokens, limit=plan.effective, owner=owner)
         lookups += 1
     lease = result.lease if isinstance(result, Ready) else None
     last = manager.metrics()
@@ -107,4 +110,10 @@ def resolve_hit(manager: CacheManager, tokens: Sequence[int], limit: int, owner:
         prefetched_pages=sum(_delta(last.events_fired, first.events_fired).get(e, 0) for e in ("land",)),
         corrupt_pages=sum(_delta(last.corrupt_pages, first.corrupt_pages).values()),
         lookups=lookups,
+        recompute_plan=recompute if recompute is not None and recompute.assignments else None,
     )
+
+
+def _only(plan: RecoveryPlan, path: str) -> RecoveryPlan:
+    """The plan restricted to the assignments on ``path``."""
+    return dataclasses.replace(plan, assignments=tuple(a for a in plan.assignments if a.path == path))

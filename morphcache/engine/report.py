@@ -20,7 +20,8 @@ class RequestReport:
 
     ``effective``: the readable hit at lookup time, before recovery; ``gap_by_object``: nominal -
     effective tokens charged to each object that blocked the nominal position; ``recoveries``:
-    (page, object) assignments executed, by path; ``max_abs_diff``: largest |cached - golden| logit
+    (page, object) assignments executed, by path; ``rebuilt_pages``: cached pages on the recompute
+    path rebuilt from this request's prefill; ``max_abs_diff``: largest |cached - golden| logit
     difference, when the request was checked.
     """
 
@@ -36,6 +37,7 @@ class RequestReport:
     prefetched_bytes: int = 0
     prefetched_pages: int = 0
     corrupt_pages: int = 0
+    rebuilt_pages: int = 0
     wall_s: float = 0.0
     max_abs_diff: float | None = None
 
@@ -48,9 +50,11 @@ class RequestReport:
 @dataclass(frozen=True)
 class ServeResult:
     """A served request: all its tokens (prompt then decoded), the logits of positions
-    ``start .. len(tokens) - 1`` (row i = position start + i), and its report."""
+    ``start .. len(tokens) - 1`` (row i = position start + i), its report, and the page ids its
+    sequence held when it closed (block order; ids are reused once a page is forgotten)."""
 
     tokens: tuple[int, ...]
     start: int
     logits: Tensor
     report: RequestReport
+    pages: tuple[int, ...] = ()

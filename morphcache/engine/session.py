@@ -14,7 +14,8 @@
       forward_chunk         store, compress, read (kernels, under a SequenceLease)
       compress(sealed pages) then acquire(seq) again: every whole page is pinned before the next append
     close
-      release the window layers' KV of pages that slid out, release the lease, free(seq)
+      write back recomputed pages (repair.py), release the window layers' KV of pages that slid out,
+      release the lease, free(seq)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from torch import Tensor
 from morphcache.engine.forward import forward_chunk
 from morphcache.engine.lease import FixedLease, SequenceLease
 from morphcache.engine.recovery import HitOutcome, resolve_hit
+from morphcache.engine.repair import write_back
 from morphcache.engine.report import RequestReport
 from morphcache.kernels import KernelLease
 from morphcache.runtime import GuardRefused, Lease, MorphcacheError, StaleLeaseError
@@ -57,6 +59,8 @@ class Session:
         self.outcome: HitOutcome | None = None
         self.t0 = time.perf_counter()
         self.closed = False
+        self.pages: tuple[int, ...] = ()
+        self.rebuilt = 0
 
     # -- open -------------------------------------------------------------------------------------
     def open(self, prompt: Sequence[int]) -> Tensor:
@@ -176,18 +180,23 @@ class Session:
             prefetched_bytes=o.prefetched_bytes,
             prefetched_pages=o.prefetched_pages,
             corrupt_pages=o.corrupt_pages,
+            rebuilt_pages=self.rebuilt,
             wall_s=time.perf_counter() - self.t0,
         )
 
     def close(self) -> None:
-        """Release the window KV of pages that slid out, remember the pages (unsafe mode), release the
-        lease and free the sequence (its sealed, complete pages join the reuse pool)."""
+        """Write recomputed pages back into the cached pages the plan named (repair.py), release the
+        window KV of pages that slid out, remember the pages (unsafe mode), release the lease and free
+        the sequence (its sealed, complete pages join the reuse pool)."""
         if self.closed:
             return
         self.closed = True
         engine, m = self.engine, self.manager
         try:
-            pages = m.sequence_pages(self.seq_id)
+            pages = self.pages = m.sequence_pages(self.seq_id)
+            plan = self.outcome.recompute_plan if self.outcome is not None else None
+            if plan is not None and not engine.config.unsafe:
+                self.rebuilt = write_back(m, engine.store, plan, pages, self.tokens)
             states = [m.page_state(pid) for pid in pages]
             if engine.config.release_windows:
                 for st in states:

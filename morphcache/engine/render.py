@@ -1,0 +1,69 @@
+"""Text rendering of a SimSummary (a rich table)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.console import Console
+from rich.table import Table
+
+from morphcache.engine.summary import SimSummary
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def _pairs(m: Mapping[str, int], unit: str = "") -> str:
+    items = [f"{k} {v}{unit}" for k, v in m.items() if v]
+    return ", ".join(items) if items else "none"
+
+
+def summary_table(s: SimSummary) -> Table:
+    """The report as a two-column table."""
+    t = Table(title=f"morphcache simulate: {s.workload}", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    t.add_row("mode", f"{s.mode}; ops {s.ops}")
+    t.add_row("requests served", f"{s.requests} ({s.prompt_tokens} prompt tokens, {s.decoded_tokens} decoded, "
+                                  f"{s.computed_tokens} computed by the cached forward)")
+    t.add_row("nominal hit rate", f"{_pct(s.nominal_hit_rate)} ({s.nominal_tokens} tokens)")
+    t.add_row("effective hit rate", f"{_pct(s.effective_hit_rate)} ({s.effective_tokens} tokens readable at lookup)")
+    t.add_row("reuse after recovery", f"{_pct(s.reuse_rate)} ({s.reused_tokens} tokens)")
+    t.add_row("gap by missing object", f"{s.gap_tokens} tokens: {_pairs(s.gap_by_object, ' tok')}")
+    rec = _pairs(s.recoveries_by_path)
+    t.add_row("recoveries by path", f"{rec}; {s.rebuilt_pages} recomputed pages written back")
+    t.add_row("tokens recomputed", f"{s.recomputed_tokens} (in a nominal hit, computed again)")
+    t.add_row("bytes prefetched", f"{_bytes(s.prefetched_bytes)} ({s.prefetched_pages} pages landed, "
+                                  f"{s.corrupt_pages} corrupt)")
+    saved = s.reused_tokens / s.prompt_tokens if s.prompt_tokens else 0.0
+    t.add_row("prefill saved vs no cache", f"{s.reused_tokens} tokens ({_pct(saved)} of prompt tokens)")
+    t.add_row("tier events", _pairs(s.tier_events))
+    t.add_row("bytes moved", ", ".join(f"{k} {_bytes(v)}" for k, v in s.bytes_moved.items()) or "none")
+    t.add_row("pools", f"GPU {s.pools['gpu_pages']} pages, host {s.pools['host_pages']}, disk "
+                       f"{s.pools['disk_pages']} ({_bytes(s.pools['page_bytes'])} per page)")
+    if s.max_abs_diff is None:
+        diff = "no request sampled"
+    else:
+        verdict = "OK" if s.within_tolerance else f"DRIFT in {s.drifted} request(s)"
+        diff = (f"{s.max_abs_diff:.3g} over {s.sampled} sampled requests (tolerance {s.tolerance:g}): "
+                f"{verdict}")
+    t.add_row("max |logit - golden|", diff)
+    t.add_row("integrity checks", f"{s.integrity_checks} passed")
+    rate = s.computed_tokens / s.wall_s if s.wall_s else 0.0
+    t.add_row("wall time", f"{s.wall_s:.1f} s ({rate:.1f} computed tokens/s)")
+    for note in s.notes:
+        t.add_row("note", note)
+    return t
+
+
+def print_summary(s: SimSummary, console: Console | None = None) -> None:
+    """Print the report table."""
+    (console or Console()).print(summary_table(s))

@@ -1,0 +1,130 @@
+"""The simulate report: per-request counters and the runtime's metrics, summed into one frozen value,
+rendered as text (rich) or JSON.
+
+Rates are token-weighted over the prompts of the workload::
+
+    nominal hit rate     sum(nominal)   / sum(prompt tokens)    what a hash-only cache would claim
+    effective hit rate   sum(effective) / sum(prompt tokens)    readable at lookup, no recovery
+    reuse after recovery sum(reused)    / sum(prompt tokens)    read from the cache in the end
+    gap by object        nominal - effective, charged to each object blocking the nominal position
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from morphcache.engine.engine import Engine
+from morphcache.engine.replay import ReplayResult
+
+TOLERANCE = 1e-4
+TIER_EVENTS = ("offload", "spill", "prefetch", "land", "corrupt", "drop", "recompute", "evict", "slide")
+
+
+@dataclass(frozen=True)
+class SimSummary:
+    """Everything the simulate command reports (see the module docstring for the rates)."""
+
+    workload: str
+    mode: str
+    ops: str
+    requests: int
+    prompt_tokens: int
+    decoded_tokens: int
+    computed_tokens: int
+    nominal_tokens: int
+    effective_tokens: int
+    reused_tokens: int
+    recomputed_tokens: int
+    gap_by_object: Mapping[str, int]
+    recoveries_by_path: Mapping[str, int]
+    rebuilt_pages: int
+    prefetched_bytes: int
+    prefetched_pages: int
+    corrupt_pages: int
+    sampled: int
+    max_abs_diff: float | None
+    drifted: int
+    tolerance: float
+    tier_events: Mapping[str, int]
+    bytes_moved: Mapping[str, int]
+    pools: Mapping[str, int]
+    integrity_checks: int
+    wall_s: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def nominal_hit_rate(self) -> float:
+        return self.nominal_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def effective_hit_rate(self) -> float:
+        return self.effective_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def reuse_rate(self) -> float:
+        return self.reused_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def gap_tokens(self) -> int:
+        return self.nominal_tokens - self.effective_tokens
+
+    @property
+    def within_tolerance(self) -> bool:
+        """Every sampled request matched the golden forward within the tolerance."""
+        return self.drifted == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the rates included)."""
+        out = asdict(self)
+        out["notes"] = list(self.notes)
+        out.update(nominal_hit_rate=self.nominal_hit_rate, effective_hit_rate=self.effective_hit_rate,
+                   reuse_rate=self.reuse_rate, gap_tokens=self.gap_tokens,
+                   within_tolerance=self.within_tolerance)
+        return out
+
+
+def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float = TOLERANCE,
+              notes: tuple[str, ...] = ()) -> SimSummary:
+    """Sum the run's request reports and read the runtime's tier counters."""
+    reps = run.reports
+    gap: Counter[str] = Counter()
+    paths: Counter[str] = Counter()
+    for r in reps:
+        gap.update(r.gap_by_object)
+        paths.update(r.recoveries)
+    diffs = [r.max_abs_diff for r in reps if r.max_abs_diff is not None]
+    m = engine.manager.metrics()
+    cfg = engine.config
+    return SimSummary(
+        workload=workload,
+        mode="unsafe (hash-only hits, no validation, guard off)" if cfg.unsafe else "guarded",
+        ops=engine.ops.name,
+        requests=len(reps),
+        prompt_tokens=sum(r.prompt_tokens for r in reps),
+        decoded_tokens=sum(r.decoded for r in reps),
+        computed_tokens=sum(r.computed for r in reps),
+        nominal_tokens=sum(r.nominal for r in reps),
+        effective_tokens=sum(r.effective for r in reps),
+        reused_tokens=sum(r.reused for r in reps),
+        recomputed_tokens=sum(r.recomputed for r in reps),
+        gap_by_object=dict(sorted(gap.items())),
+        recoveries_by_path=dict(sorted(paths.items())),
+        rebuilt_pages=sum(r.rebuilt_pages for r in reps),
+        prefetched_bytes=sum(r.prefetched_bytes for r in reps),
+        prefetched_pages=sum(r.prefetched_pages for r in reps),
+        corrupt_pages=sum(r.corrupt_pages for r in reps),
+        sampled=len(diffs),
+        max_abs_diff=max(diffs) if diffs else None,
+        drifted=sum(1 for d in diffs if not d <= tolerance),
+        tolerance=tolerance,
+        tier_events={e: int(m.events_fired.get(e, 0)) for e in TIER_EVENTS},
+        bytes_moved=dict(sorted(m.bytes_moved.items())),
+        pools={"gpu_pages": cfg.gpu_pages, "host_pages": cfg.host_pages, "disk_pages": cfg.disk_pages,
+               "page_bytes": engine.pools.page_bytes},
+        integrity_checks=run.integrity_checks,
+        wall_s=run.wall_s,
+        notes=notes,
+    )

@@ -1,0 +1,155 @@
+"""``morphcache simulate``: replay a workload through the runtime, the cache kernels and the
+reference model, and report hit rates, recoveries and the logit difference against the golden
+forward.
+
+Workloads:
+
+- default: the bundled synthetic multi-turn chat (shared system prompts, growing conversations);
+- ``--trace PATH``: a Mooncake-format trace, scaled down for CPU::
+
+      --limit N          replay N requests: the first requests that continue an earlier request,
+                         taken together with the requests they continue (conversation sampling)
+      --max-blocks M     keep the first M blocks of each request (prefixes stay prefixes)
+      --block-tokens B   B tokens per 512-token trace block (hash id -> B pseudo-random bytes)
+
+Without a GPU the kernels run under the Triton interpreter (TRITON_INTERPRET=1, set if missing).
+The GPU pool is small on purpose, so pages are offloaded, spilled to disk and prefetched back.
+``--unsafe`` serves the same workload with hash-only hits (no validation, no recovery, generation
+guard off) and shows the drift it causes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from morphcache.workloads import Request
+
+DEFAULT_TRACE_LIMIT = 12
+DEFAULT_BLOCK_TOKENS = 4
+DEFAULT_MAX_BLOCKS = 40
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``morphcache simulate``."""
+    p = argparse.ArgumentParser(
+        prog="morphcache simulate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = p.add_argument_group("workload")
+    w.add_argument("--trace", metavar="PATH", help="replay a Mooncake-format JSONL trace instead of the chat")
+    w.add_argument("--conversations", type=int, default=4, help="chat: conversations (default 4)")
+    w.add_argument("--turns", type=int, default=3, help="chat: turns per conversation (default 3)")
+    w.add_argument("--system-prompts", type=int, default=2, help="chat: distinct system prompts (default 2)")
+    w.add_argument("--seed", type=int, default=0, help="chat: workload seed (default 0)")
+    w.add_argument("--limit", type=int, default=DEFAULT_TRACE_LIMIT,
+                   help=f"trace: requests to replay (default {DEFAULT_TRACE_LIMIT})")
+    w.add_argument("--block-tokens", type=int, default=DEFAULT_BLOCK_TOKENS,
+                   help=f"trace: tokens per 512-token block (default {DEFAULT_BLOCK_TOKENS})")
+    w.add_argument("--max-blocks", type=int, default=DEFAULT_MAX_BLOCKS,
+                   help=f"trace: blocks kept per request (default {DEFAULT_MAX_BLOCKS})")
+    w.add_argument("--decode", type=int, default=2, help="greedy tokens decoded per request (default 2)")
+    e = p.add_argument_group("engine")
+    e.add_argument("--gpu-pages", type=int, default=24, help="GPU pool pages (default 24: small on purpose)")
+    e.add_argument("--host-pages", type=int, default=8, help="host tier pages (default 8)")
+    e.add_argument("--disk-pages", type=int, default=64, help="disk tier pages (default 64; 0: no disk tier)")
+    e.add_argument("--disk-dir", help="disk tier directory (default: a temporary directory)")
+    e.add_argument("--ops", choices=("triton", "reference"), default="triton",
+                   help="kernels: the Triton kernels (default) or their plain-torch references")
+    e.add_argument("--unsafe", action="store_true",
+                   help="hash-only hits: no validation, no recovery, generation guard off")
+    o = p.add_argument_group("output")
+    o.add_argument("--sample-every", type=int, default=1,
+                   help="compare every N-th request with the golden forward (default 1; 0: none)")
+    o.add_argument("--no-integrity", action="store_true", help="skip check_integrity() after each request")
+    o.add_argument("--json", action="store_true", help="print the report as JSON (progress goes to stderr)")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _workload(args: argparse.Namespace) -> tuple[list[Request], str, tuple[str, ...]]:
+    from morphcache.engine.trace_sample import sample_trace
+    from morphcache.workloads import synthetic_chat
+
+    if args.trace:
+        s = sample_trace(args.trace, limit=args.limit, block_tokens=args.block_tokens, max_blocks=args.max_blocks)
+        name = (f"trace {os.path.basename(args.trace)} ({len(s.requests)} requests of conversations, "
+                f"{args.block_tokens} tokens per block, first {args.max_blocks} blocks)")
+        note = f"trace lines replayed: {', '.join(str(i) for i in s.lines)}"
+        return list(s.requests), name, (note,)
+    reqs = synthetic_chat(args.seed, args.conversations, args.turns, n_system_prompts=args.system_prompts,
+                          user_len=(8, 20), reply_len=(16, 28))
+    name = (f"synthetic chat ({args.conversations} conversations x {args.turns} turns, "
+            f"{args.system_prompts} system prompts, seed {args.seed})")
+    return reqs, name, ()
+
+
+def simulate_main(argv: list[str]) -> int:
+    """Run ``morphcache simulate``; 0 when every sampled request matched the golden forward (always 0
+    with ``--unsafe``, whose point is to show the drift), 1 otherwise, 2 on bad arguments."""
+    args = build_parser().parse_args(argv)
+    for name in ("conversations", "turns", "limit", "block_tokens", "max_blocks", "gpu_pages"):
+        if getattr(args, name) < 1:
+            print(f"morphcache simulate: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
+            return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from morphcache.engine import Engine, EngineConfig
+    from morphcache.engine.interpreter import enable_fast_interpreter
+    from morphcache.engine.render import print_summary
+    from morphcache.engine.replay import replay
+    from morphcache.engine.summary import summarize
+
+    enable_fast_interpreter()
+    try:
+        requests, name, notes = _workload(args)
+    except (OSError, ValueError) as exc:
+        print(f"morphcache simulate: {exc}", file=sys.stderr)
+        return 2
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    interp = os.environ.get("TRITON_INTERPRET") == "1"
+    notes = notes + (f"device {device}" + (" (Triton interpreter)" if interp and args.ops == "triton" else ""),)
+    with tempfile.TemporaryDirectory(prefix="morphcache-disk-") as tmp:
+        disk_dir = args.disk_dir or tmp
+        config = EngineConfig(gpu_pages=args.gpu_pages, host_pages=args.host_pages, disk_pages=args.disk_pages,
+                              disk_dir=disk_dir if args.disk_pages else None, ops=args.ops, unsafe=args.unsafe,
+                              device=device)
+        err = Console(stderr=True)
+        with Engine(config) as engine, Progress(
+            TextColumn("[bold]simulate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+            TimeElapsedColumn(), console=err, disable=args.no_progress, transient=False,
+        ) as bar:
+            task = bar.add_task("", total=len(requests))
+
+            def tick(i: int, report: object) -> None:
+                from morphcache.engine.report import RequestReport
+
+                assert isinstance(report, RequestReport)
+                diff = "" if report.max_abs_diff is None else f" diff {report.max_abs_diff:.1e}"
+                bar.update(task, advance=1, description=f"{report.request_id}: reused {report.reused}/"
+                           f"{report.prompt_tokens}{diff}")
+
+            run = replay(engine, requests, decode=args.decode, sample_every=args.sample_every,
+                         check_integrity=not args.no_integrity, progress=tick)
+            summary = summarize(engine, run, name, notes=notes)
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+    else:
+        print_summary(summary)
+    return 0 if args.unsafe or summary.within_tolerance else 1
+
+
+def main() -> None:  # pragma: no cover
+    raise SystemExit(simulate_main(sys.argv[1:]))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
