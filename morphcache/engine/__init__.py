@@ -15,7 +15,7 @@ from morphcache.engine.ops import AttentionOps, ReferenceOps, TritonOps, Unguard
 from morphcache.engine.pools import LayerPools, PagePools
 from morphcache.engine.recovery import HitOutcome, resolve_hit
 from morphcache.engine.report import RequestReport, ServeResult
-from morphcache.engine.session import EngineCapacityError, Session
+from morphcache.engine.session import EngineCapacityError, Session, SessionFailedError
 from morphcache.engine.store import TensorPageStore
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "SequenceLease",
     "ServeResult",
     "Session",
+    "SessionFailedError",
     "TensorPageStore",
     "TritonOps",
     "UnguardedOps",

@@ -30,7 +30,11 @@ from morphcache.engine.report import ServeResult
 from morphcache.engine.session import Session
 from morphcache.engine.store import TensorPageStore
 from morphcache.model import HybridModel, golden_logits
-from morphcache.runtime import CacheManager
+from morphcache.kernels import StaleReadError
+from morphcache.runtime import CacheManager, StaleLeaseError
+
+
+RETRIES = 1
 
 
 class Engine:
@@ -65,18 +69,25 @@ class Engine:
         greedy tokens.  Returns the logits of positions ``start .. len(prompt) + decode - 1``.
 
         State: the runtime's sequences, pages, tiers and metrics; the pools.  The request's sequence
-        is freed before returning (its complete pages stay cached).
+        is freed before returning (its complete pages stay cached).  A read refused as stale (a page
+        generation moved under the lease) abandons the session and serves the request again from a
+        new lookup, once.
         """
-        session = self.session(request_id)
-        try:
-            logits = session.open(list(tokens))
-            if decode:
-                _, more = session.decode(decode, logits)
-                logits = torch.cat([logits, more])
-        finally:
-            session.close()
-        report = session.report()
-        return ServeResult(tuple(session.tokens), session.start, logits, report, session.pages)
+        for attempt in range(1 + RETRIES):
+            session = self.session(request_id)
+            try:
+                logits = session.open(list(tokens))
+                if decode:
+                    _, more = session.decode(decode, logits)
+                    logits = torch.cat([logits, more])
+            except (StaleReadError, StaleLeaseError):
+                if attempt == RETRIES:
+                    raise
+                continue
+            finally:
+                session.close()
+            return ServeResult(tuple(session.tokens), session.start, logits, session.report(), session.pages)
+        raise AssertionError("unreachable")
 
     def golden_diff(self, result: ServeResult) -> float:
         """Largest |cached - golden| logit over the positions the request computed."""

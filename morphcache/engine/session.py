@@ -44,6 +44,11 @@ class EngineCapacityError(RuntimeError):
     write.  The request was abandoned and the unwritten pages dropped (recompute is their way back)."""
 
 
+class SessionFailedError(RuntimeError):
+    """The session's sequence is in an unknown state after a refused read or a refused append; it can
+    only be closed (the engine retries the request from a new lookup)."""
+
+
 class Session:
     """A live sequence of ``engine`` serving one request; ``open`` before ``extend``, then ``close``."""
 
@@ -61,6 +66,7 @@ class Session:
         self.closed = False
         self.pages: tuple[int, ...] = ()
         self.rebuilt = 0
+        self.failed: str | None = None
 
     # -- open -------------------------------------------------------------------------------------
     def open(self, prompt: Sequence[int]) -> Tensor:
@@ -112,12 +118,18 @@ class Session:
         the runtime and every whole page is pinned by the session's lease afterwards.
         """
         engine, m = self.engine, self.manager
+        if self.failed is not None:
+            raise SessionFailedError(f"session {self.seq_id!r} failed earlier: {self.failed}")
         if not tokens:
             return torch.zeros(0, engine.model.config.vocab_size, device=engine.pools.device)
         start = m.frontier(self.seq_id)
-        m.append(self.seq_id, list(tokens))
-        lease = self._kernel_lease()
-        logits = forward_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, start, tokens)
+        try:
+            m.append(self.seq_id, list(tokens))
+            lease = self._kernel_lease()
+            logits = forward_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, start, tokens)
+        except BaseException as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            raise
         self.tokens.extend(tokens)
         self._compress_sealed()
         fresh = m.acquire(self.seq_id)
@@ -195,14 +207,14 @@ class Session:
         try:
             pages = self.pages = m.sequence_pages(self.seq_id)
             plan = self.outcome.recompute_plan if self.outcome is not None else None
-            if plan is not None and not engine.config.unsafe:
+            if plan is not None and not engine.config.unsafe and self.failed is None:
                 self.rebuilt = write_back(m, engine.store, plan, pages, self.tokens)
             states = [m.page_state(pid) for pid in pages]
             if engine.config.release_windows:
                 for st in states:
                     if st["window"] == "expired" and st["tier"] == "gpu":
                         engine.store.release_window(int(st["gpu_slot"]))
-            if engine.config.unsafe:
+            if engine.config.unsafe and self.failed is None:
                 engine.hash_only.record([(st["tokens"], int(st["gpu_slot"])) for st in states])
         finally:
             if self.lease is not None:
@@ -213,6 +225,7 @@ class Session:
     def _abandon(self, why: str) -> None:
         """Drop the sequence's pages that left the GPU before their KV was written, free it, raise."""
         m = self.manager
+        self.failed = why
         for pid in m.sequence_pages(self.seq_id):
             st = m.page_state(pid)
             if st["tier"] != "gpu" and st["tier"] != "dropped" and st["compressed"] == "none":

@@ -38,9 +38,12 @@ class TraceSample:
 def conversation_lines(path: str | os.PathLike[str], limit: int, max_blocks: int) -> list[int]:
     """Line numbers of the first ``limit`` requests that continue an earlier request, with the
     requests they continue (see the module docstring)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"trace file not found: {p}")
     introduced: dict[int, int] = {}
     chosen: set[int] = set()
-    with Path(path).open("r", encoding="utf-8") as f:
+    with p.open("r", encoding="utf-8") as f:
         for i, line in enumerate(f):
             if not line.strip():
                 continue

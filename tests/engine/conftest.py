@@ -1,0 +1,26 @@
+"""Fixtures of the engine tests (helpers live in eng_helpers.py).
+
+Without a GPU the kernels run under the Triton interpreter; its nested re-patching is skipped
+(morphcache.engine.interpreter) to keep the end-to-end runs short.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():  # pragma: no cover
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from morphcache.engine.interpreter import enable_fast_interpreter  # noqa: E402
+from morphcache.model import HybridModel, ModelConfig  # noqa: E402
+
+enable_fast_interpreter()
+
+
+@pytest.fixture(scope="session")
+def model() -> HybridModel:
+    """The reference model with the default configuration and seed 0."""
+    return HybridModel(ModelConfig(), seed=0)

@@ -1,0 +1,98 @@
+"""Differential tests: a random workload that walks every cache path, served through the runtime and
+the kernels, against the golden forward; and the same workload in the unsafe hash-only mode, where
+the test asserts that the drift is found."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from eng_helpers import TOL, C, RunLog, chaos_workload, make_engine, run_workload
+
+from morphcache.engine import Engine
+from morphcache.model import HybridModel
+from morphcache.runtime import MetricsSnapshot, MorphcacheError
+
+SEED = 1
+
+
+@pytest.fixture(scope="module")
+def guarded(model: HybridModel, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunLog, MetricsSnapshot, Engine]:
+    engine = make_engine(model, tmp_path_factory.mktemp("guarded"))
+    try:
+        log = run_workload(engine, chaos_workload(SEED))
+        return log, engine.manager.metrics(), engine
+    finally:
+        engine.close()
+
+
+@pytest.fixture(scope="module")
+def unsafe(model: HybridModel, tmp_path_factory: pytest.TempPathFactory) -> RunLog:
+    engine = make_engine(model, tmp_path_factory.mktemp("unsafe"), unsafe=True)
+    try:
+        return run_workload(engine, chaos_workload(SEED))
+    finally:
+        engine.close()
+
+
+def test_every_request_matches_the_golden_forward(guarded: tuple[RunLog, MetricsSnapshot, Engine]) -> None:
+    log, _, _ = guarded
+    assert len(log.diffs) == 8
+    assert max(log.diffs) <= TOL, log.diffs
+
+
+def test_the_workload_walks_every_path(guarded: tuple[RunLog, MetricsSnapshot, Engine]) -> None:
+    log, metrics, engine = guarded
+    reports = [r.report for r in log.results]
+    assert len(log.applied) == 5  # every chaos action found its page
+    paths: Counter[str] = Counter()
+    gaps: Counter[str] = Counter()
+    for rep in reports:
+        paths.update(rep.recoveries)
+        gaps.update(rep.gap_by_object)
+    assert paths["prefetch"] >= 3 and paths["compress"] >= 1 and paths["recompute"] >= 2, paths
+    assert {"tier", "window", "indexer"} <= set(gaps), gaps
+    assert sum(rep.corrupt_pages for rep in reports) == 1
+    assert sum(rep.rebuilt_pages for rep in reports) >= 1
+    assert any(rep.reused % C for rep in reports), "a hit in the middle of a page"
+    assert any(0 < rep.reused < rep.nominal for rep in reports), "a hit cut back to its readable part"
+    assert reports[0].nominal == 0 and reports[5].nominal == 0  # misses
+    assert reports[6].nominal > 0 and reports[6].reused == 0  # windows slid out
+    assert reports[-1].reused >= reports[4].prompt_tokens - C  # the rebuilt chain is reused whole
+    assert any(rep.decoded for rep in reports)
+    moved = metrics.bytes_moved
+    assert all(moved.get(k, 0) > 0 for k in ("gpu->host", "host->disk", "host->gpu", "disk->gpu")), moved
+    fired = metrics.events_fired
+    assert fired["offload"] > 4, "offloads under memory pressure, beyond the chaos actions"
+    assert fired["evict"] >= 1 and fired["slide"] >= 1 and fired["recompute"] >= 1
+    gens = []
+    for r in log.results:
+        for pid in r.pages:
+            try:
+                gens.append(int(engine.manager.page_state(pid)["gen"]))
+            except MorphcacheError:
+                pass
+    assert max(gens) >= 2, "generations bumped by offload and landing"
+
+
+def test_unsafe_hash_only_mode_drifts(unsafe: RunLog, guarded: tuple[RunLog, MetricsSnapshot, Engine]) -> None:
+    glog = guarded[0]
+    drifted = [i for i, d in enumerate(unsafe.diffs) if not d <= TOL]
+    assert drifted, f"the unsafe mode found no drift: {unsafe.diffs}"
+    assert max(unsafe.diffs) > 100 * TOL
+    claimed = sum(r.report.reused for r in unsafe.results)
+    assert claimed > sum(r.report.reused for r in glog.results)  # it trusts every nominal hit
+    for i in drifted:  # drift only where the guarded runtime saw a nominal hit it could not read
+        g = glog.results[i].report
+        assert g.nominal > g.effective, (i, g)
+
+
+def test_reference_ops_serve_the_same_workload(model: HybridModel, tmp_path: Path) -> None:
+    engine = make_engine(model, tmp_path, ops="reference")
+    try:
+        log = run_workload(engine, chaos_workload(SEED + 1))
+    finally:
+        engine.close()
+    assert max(log.diffs) <= TOL, log.diffs
+    assert engine.ops.name == "reference"

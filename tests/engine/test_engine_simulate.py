@@ -1,0 +1,82 @@
+"""``morphcache simulate``: the chat and trace workloads end to end, text and JSON reports, bad
+arguments.  The kernels' plain-torch references keep these runs short (the Triton path is covered by
+the differential tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from morphcache.engine.trace_sample import conversation_lines, sample_trace
+from morphcache.simulate import simulate_main
+
+FAST = ["--ops", "reference", "--no-progress", "--decode", "1"]
+
+
+def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str]:
+    code = simulate_main(argv)
+    return code, capsys.readouterr().out
+
+
+def test_chat_report_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, ["--conversations", "3", "--turns", "2", "--gpu-pages", "12", "--host-pages", "2",
+                              "--json", *FAST])
+    assert code == 0
+    rep = json.loads(out)
+    assert rep["requests"] == 6 and rep["sampled"] == 6 and rep["within_tolerance"]
+    assert rep["max_abs_diff"] <= rep["tolerance"] == 1e-4
+    assert 0 < rep["effective_hit_rate"] <= rep["nominal_hit_rate"] <= 1
+    assert rep["reused_tokens"] >= rep["effective_tokens"]
+    assert rep["integrity_checks"] == 6
+    assert rep["tier_events"]["offload"] > 0, "a small GPU pool must offload"
+    assert set(rep) >= {"gap_by_object", "recoveries_by_path", "recomputed_tokens", "prefetched_bytes",
+                        "bytes_moved", "wall_s", "notes"}
+
+
+def test_chat_report_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, ["--conversations", "1", "--turns", "2", "--sample-every", "2", *FAST])
+    assert code == 0
+    for line in ("requests served", "nominal hit rate", "effective hit rate", "gap by missing object",
+                 "recoveries by path", "tokens recomputed", "bytes prefetched", "prefill saved vs no cache",
+                 "max |logit - golden|"):
+        assert line in out, line
+    assert "over 1 sampled requests" in out
+
+
+def _trace(tmp: Path) -> Path:
+    lines = [
+        {"timestamp": 0, "input_length": 1500, "output_length": 10, "hash_ids": [0, 1, 2]},
+        {"timestamp": 5, "input_length": 700, "output_length": 10, "hash_ids": [0, 7]},
+        {"timestamp": 9, "input_length": 2000, "output_length": 10, "hash_ids": [0, 1, 2, 3]},
+        {"timestamp": 12, "input_length": 1000, "output_length": 10, "hash_ids": [0, 8]},
+        {"timestamp": 15, "input_length": 2500, "output_length": 10, "hash_ids": [0, 1, 2, 3, 4]},
+    ]
+    path = tmp / "trace.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def test_trace_sampling_follows_conversations(tmp_path: Path) -> None:
+    path = _trace(tmp_path)
+    assert conversation_lines(path, limit=10, max_blocks=8) == [0, 2, 4]
+    assert conversation_lines(path, limit=2, max_blocks=8) == [0, 2]
+    s = sample_trace(path, limit=3, block_tokens=8, max_blocks=3)
+    assert [len(r.tokens) for r in s.requests] == [24, 24, 24]
+    assert s.requests[0].tokens == s.requests[1].tokens  # cut to 3 blocks: the same prefix
+
+
+def test_trace_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, ["--trace", str(_trace(tmp_path)), "--limit", "3", "--block-tokens", "12",
+                              "--json", *FAST])
+    assert code == 0
+    rep = json.loads(out)
+    assert rep["requests"] == 3 and rep["nominal_tokens"] > 0 and rep["within_tolerance"]
+    assert "trace lines replayed: 0, 2, 4" in rep["notes"]
+
+
+def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert simulate_main(["--turns", "0"]) == 2
+    assert simulate_main(["--trace", str(tmp_path / "missing.jsonl")]) == 2
+    assert "not found" in capsys.readouterr().err
