@@ -29,10 +29,9 @@ from morphcache.engine.pools import PagePools
 from morphcache.engine.report import ServeResult
 from morphcache.engine.session import Session
 from morphcache.engine.store import TensorPageStore
-from morphcache.model import HybridModel, golden_logits
 from morphcache.kernels import StaleReadError
+from morphcache.model import HybridModel, golden_logits
 from morphcache.runtime import CacheManager, StaleLeaseError
-
 
 RETRIES = 1
 

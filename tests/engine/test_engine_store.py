@@ -61,7 +61,7 @@ def test_prefix_copy_on_write_moves_only_the_first_tokens(model: HybridModel) ->
 def test_compress_matches_the_model_and_skips_fresh_pages(model: HybridModel) -> None:
     store = _store(model)
     store.compress(0)
-    for i, layer in enumerate(store.pools.compressing):
+    for layer in store.pools.compressing:
         lp = store.pools.layers[layer]
         ref = compress_pages(lp.raw_k[0], lp.raw_v[0], model.layers[layer].pool_bias)
         assert lp.comp_k is not None and lp.idx_k is not None
