@@ -82,11 +82,26 @@ def build_parser() -> argparse.ArgumentParser:
     diagram.add_argument("--no-counterexamples", action="store_true",
                          help="skip the check that draws each refuted property's counterexample")
     diagram.set_defaults(func=_diagram)
+
+    simulate = sub.add_parser("simulate", add_help=False, help="replay a workload end to end (see simulate --help)",
+                              description="Replay a workload through the runtime, kernels and reference model.")
+    simulate.add_argument("args", nargs=argparse.REMAINDER)
+    simulate.set_defaults(func=_simulate)
     return parser
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from morphcache.simulate import simulate_main
+
+    rest = list(args.args)
+    return int(simulate_main(rest[1:] if rest[:1] == ["--"] else rest))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simulate"]:  # its own parser, so that `simulate --help` shows its options
+        argv = ["simulate", "--", *argv[1:]]
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
