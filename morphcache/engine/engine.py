@@ -53,7 +53,10 @@ class Engine:
         self.pools = PagePools(config.model, config.gpu_pages, config.device)
         self.store = TensorPageStore(self.pools, self.model)
         self.manager = CacheManager(spec, config.runtime_config(), store=self.store)
-        self.ops: AttentionOps = make_ops("triton-unguarded" if config.unsafe else config.ops)
+        # one lock for both planes: the prefetch worker takes the manager's lock, then writes the pools;
+        # the forward writes the pools and re-validates leases through the manager
+        self.store.lock = self.manager.lock
+        self.ops: AttentionOps = make_ops(config.ops, guarded=not config.unsafe)
         self.hash_only = HashOnlyIndex(self.page_size)
         self._ids = itertools.count()
 

@@ -9,6 +9,7 @@
     UnguardedOps (unsafe)   store, compress kernels     Triton read kernels with the guard compiled
                                                         out and no lease check (reads whatever is
                                                         in the pools)
+    ReferenceOps(guard=False) (unsafe)                  the references, no lease check, no guard
 
 Every reader takes the same arguments as the ``morphcache.kernels`` launchers, so the forward does
 not know which implementation runs.  ``ReferenceOps`` exists for long prefixes on CPU, where the
@@ -116,10 +117,12 @@ def _span(q_pos: Tensor, width: int, first: Tensor, last: Tensor) -> Tensor:
 
 
 class ReferenceOps:
-    """The plain-torch references behind the same interface: lease checked, guard in torch."""
+    """The plain-torch references behind the same interface: lease checked, guard in torch
+    (``guard=False``: neither, for the unsafe mode)."""
 
-    name = "reference"
-    guarded = True
+    def __init__(self, guard: bool = True) -> None:
+        self.guarded = guard
+        self.name = "reference" if guard else "reference-unguarded"
 
     def store(self, k: Tensor, v: Tensor, slot_mapping: Tensor, raw_k: Tensor, raw_v: Tensor) -> None:
         K.reference_store(k, v, slot_mapping, raw_k, raw_v)
@@ -131,41 +134,45 @@ class ReferenceOps:
     def compressed_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease,
                         comp_k: Tensor, comp_v: Tensor, raw_k: Tensor, raw_v: Tensor,
                         gen_table: Tensor) -> Tensor:
-        require_live_lease(lease, "compressed_read")
-        c = raw_k.shape[1]
-        bt = (q_pos // c).long()
-        width = lease.block_table.shape[1]
-        _guard("compressed_read", lease, q_seq, _span(q_pos, width, torch.zeros_like(bt), bt), gen_table)
+        if self.guarded:
+            require_live_lease(lease, "compressed_read")
+            c = raw_k.shape[1]
+            bt = (q_pos // c).long()
+            width = lease.block_table.shape[1]
+            _guard("compressed_read", lease, q_seq, _span(q_pos, width, torch.zeros_like(bt), bt), gen_table)
         return K.reference_compressed_read(q, q_seq, q_pos, lease.block_table, comp_k, comp_v, raw_k, raw_v)
 
     def window_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease, raw_k: Tensor,
                     raw_v: Tensor, gen_table: Tensor, window: int) -> Tensor:
-        require_live_lease(lease, "window_read")
-        c = raw_k.shape[1]
-        first = ((q_pos - window + 1).clamp(min=0) // c).long()
-        width = lease.block_table.shape[1]
-        _guard("window_read", lease, q_seq, _span(q_pos, width, first, (q_pos // c).long()), gen_table)
+        if self.guarded:
+            require_live_lease(lease, "window_read")
+            c = raw_k.shape[1]
+            first = ((q_pos - window + 1).clamp(min=0) // c).long()
+            width = lease.block_table.shape[1]
+            _guard("window_read", lease, q_seq, _span(q_pos, width, first, (q_pos // c).long()), gen_table)
         return K.reference_window_read(q, q_seq, q_pos, lease.block_table, raw_k, raw_v, window)
 
     def indexer_topk(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease, idx_k: Tensor,
                      gen_table: Tensor, k: int, page_size: int) -> Tensor:
-        require_live_lease(lease, "indexer_topk")
-        bt = (q_pos // page_size).long()
-        width = lease.block_table.shape[1]
-        _guard("indexer_topk", lease, q_seq, _span(q_pos, width, torch.zeros_like(bt), bt - 1), gen_table)
+        if self.guarded:
+            require_live_lease(lease, "indexer_topk")
+            bt = (q_pos // page_size).long()
+            width = lease.block_table.shape[1]
+            _guard("indexer_topk", lease, q_seq, _span(q_pos, width, torch.zeros_like(bt), bt - 1), gen_table)
         return K.reference_indexer_topk(q, q_seq, q_pos, lease.block_table, idx_k, k, page_size)
 
     def sparse_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease, topk: Tensor,
                     comp_k: Tensor, comp_v: Tensor, raw_k: Tensor, raw_v: Tensor,
                     gen_table: Tensor) -> Tensor:
-        require_live_lease(lease, "sparse_read")
-        c = raw_k.shape[1]
-        bt = (q_pos // c).long()
-        touched = _span(q_pos, lease.block_table.shape[1], bt, bt)
-        rows = torch.arange(topk.shape[0], device=topk.device)[:, None].expand_as(topk)
-        sel = topk >= 0
-        touched[rows[sel], topk[sel].long()] = True
-        _guard("sparse_read", lease, q_seq, touched, gen_table)
+        if self.guarded:
+            require_live_lease(lease, "sparse_read")
+            c = raw_k.shape[1]
+            bt = (q_pos // c).long()
+            touched = _span(q_pos, lease.block_table.shape[1], bt, bt)
+            rows = torch.arange(topk.shape[0], device=topk.device)[:, None].expand_as(topk)
+            sel = topk >= 0
+            touched[rows[sel], topk[sel].long()] = True
+            _guard("sparse_read", lease, q_seq, touched, gen_table)
         return K.reference_sparse_read(q, q_seq, q_pos, lease.block_table, topk, comp_k, comp_v, raw_k, raw_v)
 
 
@@ -202,10 +209,11 @@ class UnguardedOps(TritonOps):
         return out
 
 
-def make_ops(name: str) -> AttentionOps:
-    """``"triton"``, ``"reference"`` or ``"triton-unguarded"``."""
-    table: dict[str, type] = {"triton": TritonOps, "reference": ReferenceOps, "triton-unguarded": UnguardedOps}
-    if name not in table:
-        raise ValueError(f"unknown ops {name!r}; expected one of {', '.join(table)}")
-    ops: AttentionOps = table[name]()
-    return ops
+def make_ops(name: str, *, guarded: bool = True) -> AttentionOps:
+    """``"triton"`` or ``"reference"``; ``guarded=False`` gives the unsafe mode's readers (no lease
+    check, no generation guard)."""
+    if name == "triton":
+        return TritonOps() if guarded else UnguardedOps()
+    if name == "reference":
+        return ReferenceOps(guard=guarded)
+    raise ValueError(f"unknown ops {name!r}; expected triton or reference")

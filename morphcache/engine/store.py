@@ -16,7 +16,10 @@ runtime has opened the pages.  ``compress`` runs the ``compress`` kernel on ever
 unless the forward already compressed the page since its raw KV last changed.
 
 Every call takes the store's lock, and the engine's forward takes it too, so the prefetch worker
-never launches a kernel while the forward does (the Triton interpreter is not thread-safe).
+never launches a kernel while the forward does (the Triton interpreter is not thread-safe).  The
+Engine makes it the runtime manager's own lock: the prefetch worker holds the manager's lock when it
+reads a landed page back for its checksum, and the forward re-validates leases through the manager
+while it holds the store's lock, so two locks would be taken in opposite orders.
 """
 
 from __future__ import annotations
