@@ -83,13 +83,16 @@ class ManagerBase:
         self.clock = 0
         self._pool_events = frozenset(n for n, e in self.cspec.events.items() if B.POOL in e.writes)
         self._gen_events = frozenset(n for n, e in self.cspec.events.items() if B.GEN in e.writes)
-        self._plain_append = not ({"append", "seal"} & (self._pool_events | self._gen_events))
+        plain = not ({"append", "seal"} & (self._pool_events | self._gen_events))
+        self._fire_append = self.core.fire if plain else self._fire
         self._objects = self.cspec.lookup.objects
         self._local_ready = [(i, self.cspec.lookup.ready[o]) for i, o in enumerate(self._objects)
                              if self.cspec.lookup.ready_local[o]]
         self._nonlocal_ready = [(i, self.cspec.lookup.ready[o]) for i, o in enumerate(self._objects)
                                 if not self.cspec.lookup.ready_local[o]]
         self._pnames: dict[str, object] = dict(self.constants)
+        self._ready_cols = [self.cols[v] for v in sorted(self.cspec.lookup.reads)]
+        self._mask_memo: dict[tuple[object, ...], int] = {}
 
     # -- small helpers ----------------------------------------------------------------------------
     def _seq(self, sid: object) -> Sequence:
@@ -144,15 +147,25 @@ class ManagerBase:
             self.pooled.move_to_end(pid)
 
     def _mask(self, pid: int) -> int:
-        """Readiness bits of the page for the page-local ready predicates (cached until it changes)."""
+        """Readiness bits of the page for the page-local ready predicates.
+
+        Cached per page until one of the values the predicates read changes; the compiled predicates
+        are evaluated once per distinct tuple of those values.
+        """
         m = self.pages.masks[pid]
         if m is None:
-            names = self._pnames
-            names["p"] = pid
-            m = 0
-            for i, fn in self._local_ready:
-                if fn(names, self.cols):
-                    m |= 1 << i
+            key = tuple([col[pid] for col in self._ready_cols])
+            m = self._mask_memo.get(key)
+            if m is None:
+                names = self._pnames
+                names["p"] = pid
+                m = 0
+                for i, fn in self._local_ready:
+                    if fn(names, self.cols):
+                        m |= 1 << i
+                if len(self._mask_memo) > 100_000:
+                    self._mask_memo.clear()
+                self._mask_memo[key] = m
             self.pages.masks[pid] = m
         return m
 
@@ -199,7 +212,7 @@ class ManagerBase:
     # -- garbage collection -------------------------------------------------------------------------
     def _collectable(self, pid: int) -> bool:
         info = self.pages.info.get(pid)
-        if info is None or info.seqs or info.children or pid in self.inflight or info.pinned_by:
+        if info is None or info.seqs or info.children or pid in self.inflight:
             return False
         if self.held[pid] > 0:
             return False

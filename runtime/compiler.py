@@ -17,15 +17,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from morphcache.spec.expr import Expr, Name, Reduce, conjuncts, render
+from morphcache.spec.expr import Const, Expr, Name, Reduce, conjuncts, render
 from morphcache.spec.interp import Compiled, compile_expr
 from morphcache.spec.model import PAGE, Event, Param, Property, Spec
 
 from .bounds import declared_bounds
 from .errors import ConfigError
-from .irtools import array_names, fold, free_names, has_reduce, page_local, replace_reductions
+from .irtools import (
+    array_names,
+    fold,
+    free_names,
+    has_reduce,
+    page_local,
+    redirect_pages,
+    replace_reductions,
+)
 
 LOCAL, GLOBAL, VIEW, SYSTEM = "local", "global", "view", "system"
+PID = "@pid"  # the physical page id, bound next to the block index p for direct evaluation
 
 
 @dataclass(frozen=True)
@@ -46,8 +55,8 @@ class CompiledEffect:
     fn: Compiled
     text: str
     system: bool
-    lo: Compiled | None
-    hi: Compiled | None
+    lo: Compiled | int | None  # an int when the bound is a constant
+    hi: Compiled | int | None
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,8 @@ class CompiledEvent:
     params: tuple[Param, ...]
     aggregates: tuple[str, ...]
     steps: tuple[CompiledProperty, ...]
+    reads: frozenset[str] = frozenset()  # per-page state the guard and effects read
+    direct: bool = False  # view event compiled to read the page table at ``@pid`` (see redirect_pages)
 
     @property
     def writes(self) -> frozenset[str]:
@@ -132,10 +143,9 @@ class CompiledSpec:
         self.page_names = frozenset(self.page_init)
         self.aggregates: dict[str, Aggregate] = {}
         bounds = declared_bounds(spec)
-        self.bounds: dict[str, tuple[Compiled | None, Compiled | None]] = {}
+        self.bounds: dict[str, tuple[Compiled | int | None, Compiled | int | None]] = {}
         for name, b in bounds.items():
-            self.bounds[name] = (self._compile(b.lo) if b.lo is not None else None,
-                                 self._compile(b.hi) if b.hi is not None else None)
+            self.bounds[name] = (self._bound(b.lo), self._bound(b.hi))
         props = [self._property(p) for p in spec.properties]
         self.invariants = tuple(p for p in props if p.prop.kind in ("invariant", "lemma"))
         steps: dict[str, list[CompiledProperty]] = {}
@@ -149,6 +159,14 @@ class CompiledSpec:
     def _compile(self, e: Expr) -> Compiled:
         return compile_expr(fold(e, self.constants))
 
+    def _bound(self, e: Expr | None) -> Compiled | int | None:
+        if e is None:
+            return None
+        folded = fold(e, self.constants)
+        if isinstance(folded, Const) and isinstance(folded.value, int) and not isinstance(folded.value, bool):
+            return folded.value
+        return compile_expr(folded)
+
     def _reads(self, e: Expr) -> frozenset[str]:
         return frozenset(free_names(e) | array_names(e))
 
@@ -159,7 +177,7 @@ class CompiledSpec:
         for agg in self.aggregates.values():
             if agg.text == text:
                 return Name(agg.name)
-        name = f"__agg{len(self.aggregates)}"
+        name = f"@agg{len(self.aggregates)}"
         self.aggregates[name] = Aggregate(name, r.kind, r.var, compile_expr(r.body), text,
                                           frozenset(array_names(r.body)))
         return Name(name)
@@ -199,20 +217,32 @@ class CompiledSpec:
                 eff.index == "p" and page_local(v, "p", params) for eff, v in effects
             )
             mode = LOCAL if local else VIEW
-        parts = tuple(
-            Conjunct(render(c), compile_expr(replace_reductions(fold(c, self.constants), self._aggregate)
-                                             if mode == GLOBAL else fold(c, self.constants)),
-                     self._reads(c))
-            for c in conjuncts(ev.guard)
-        )
+        direct = False
+        if mode == VIEW:
+            moved = [redirect_pages(v, "p", PID) for _, v in effects]
+            moved_guard = redirect_pages(guard, "p", PID)
+            if moved_guard is not None and all(m is not None for m in moved) and all(
+                    eff.index != "*" for eff, _ in effects):
+                direct = True
+                guard = moved_guard
+                effects = [(eff, m) for (eff, _), m in zip(effects, moved, strict=True)]  # type: ignore[misc]
+        parts = []
+        for c in conjuncts(ev.guard):
+            folded = fold(c, self.constants)
+            if mode == GLOBAL:
+                folded = replace_reductions(folded, self._aggregate)
+            elif direct:
+                folded = redirect_pages(folded, "p", PID) or folded
+            parts.append(Conjunct(render(c), compile_expr(folded), self._reads(c)))
         ceffects = []
         for eff, value in effects:
             lo, hi = self.bounds.get(eff.target, (None, None))
             ceffects.append(CompiledEffect(eff.target, eff.index, compile_expr(value), render(eff.value),
                                            eff.target in self.system_names, lo, hi))
+        reads = frozenset(array_names(guard).union(*(array_names(v) for _, v in effects)))
         return CompiledEvent(ev, ev.name, ev.owner, ev.scope, frozenset(ev.sources), ev.target, mode,
-                             compile_expr(guard), render(ev.guard), parts, tuple(ceffects), ev.params,
-                             aggs, steps)
+                             compile_expr(guard), render(ev.guard), tuple(parts), tuple(ceffects), ev.params,
+                             aggs, steps, reads, direct)
 
     # -- lookup -----------------------------------------------------------------------------------
     def _lookup(self) -> CompiledLookup:

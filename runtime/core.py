@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from collections.abc import Sequence as Seq
 from typing import Any
 
 from morphcache.spec.model import PAGE
 
 from . import binding as B
-from .compiler import GLOBAL, LOCAL, CompiledEvent, CompiledSpec
+from .compiler import GLOBAL, LOCAL, PID, CompiledEvent, CompiledSpec
 from .errors import (
     ConfigError,
     DomainError,
@@ -84,6 +85,20 @@ class Core:
         self.agg_contrib: dict[str, list[int]] = {name: [] for name in cspec.aggregates}
         self.agg_total: dict[str, int] = {name: 0 for name in cspec.aggregates}
         self.graph_idle = cspec.spec.objects[B.GRAPH].initial
+        self.memo: dict[tuple[Any, ...], Any] = {}
+        self.memo_reads: dict[str, list[list[Any]]] = {}
+        if not strict:
+            for name, ev in self.events.items():
+                constant_bounds = all(isinstance(e.lo, (int, type(None))) and isinstance(e.hi, (int, type(None)))
+                                      for e in ev.effects)
+                if ev.mode == LOCAL and not ev.params and constant_bounds:
+                    self.memo_reads[name] = [self.cols[v] for v in sorted(ev.reads)]
+        self.write_plans: dict[str, list[tuple[list[Any], bool, bool]]] = {}
+        for name, ev in self.events.items():
+            if ev.scope == PAGE:
+                targets = [ev.owner, *(e.target for e in ev.effects)]
+                self.write_plans[name] = [(self.cols[t], t in self.pages.mask_vars, t in self.pages.agg_vars)
+                                          for t in targets if t in self.cols]
 
     # -- views ------------------------------------------------------------------------------------
     def new_sequence(self, sid: str) -> Sequence:
@@ -163,19 +178,24 @@ class Core:
             return
         assert pid is not None
         state = self.cols[ev.owner][pid]
-        if ev.mode == LOCAL:
-            self.gview.names["pages"] = self.pages.size
-            views = [self.gview]
-        elif ev.mode == GLOBAL:
-            views = [self.global_view()]
-        else:
-            views = self.page_views(pid, seq)
+        rec = self.recorder.enabled
         if self.machine is None:
             if (ev.owner, name, state) not in self.table:
-                raise self._source_refusal(ev, pid, state, views[0])
+                raise self._source_refusal(ev, pid, state, self._first_view(ev, pid, seq))
+            reads = self.memo_reads.get(name)
+            if reads is not None and not params and not rec:
+                self._fire_memo(ev, pid, state, reads)
+                return
+            if ev.direct and not params and not rec and not self.strict:
+                seqs = self.pages.info[pid].seqs
+                if len(seqs) == 1:
+                    self._fire_direct1(ev, pid, next(iter(seqs.values())).view)  # type: ignore[attr-defined]
+                    return
+            views = self._views(ev, pid, seq)
             page_w, sys_w = self._evaluate(ev, pid, views, params)
             target = ev.target
         else:
+            views = self._views(ev, pid, seq)
             box: list[Any] = []
 
             def check() -> bool:
@@ -193,7 +213,6 @@ class Core:
                 raise self._source_refusal(ev, pid, state, views[0])
             target = got
             page_w, sys_w = box[0]
-        rec = self.recorder.enabled
         if rec:
             rviews = views if ev.mode != LOCAL else self.page_views(pid, seq)
             befores = [(v, v.snapshot(self.cspec), self._args(ev, pid, v, params)) for v in rviews]
@@ -208,6 +227,132 @@ class Core:
             for v, before, args in befores:
                 self.recorder.add(Step(name, v.label, args, before, v.snapshot(self.cspec)))
 
+    def _fire_direct1(self, ev: CompiledEvent, pid: int, view: View) -> None:
+        """A view event on a page held by one sequence (the decode hot path): guard, bounds and
+        effects evaluated against the page table directly, then applied."""
+        n, cols = view.names, self.cols
+        n["p"] = self.pages.info[pid].depth
+        n[PID] = pid
+        for c in ev.conjuncts:
+            if not c.fn(n, cols):
+                self.refused[ev.name] += 1
+                raise self._refusal(ev, pid, view)
+        values = []
+        for eff in ev.effects:
+            value = eff.fn(n, cols)
+            lo, hi = eff.lo, eff.hi
+            if lo is not None or hi is not None:
+                if (lo.__class__ is int and value < lo) or (hi.__class__ is int and value > hi) or not (
+                        lo.__class__ is int and hi.__class__ is int):
+                    self._bounds(ev, eff.target, lo, hi, value, pid, view)
+            values.append(value)
+        masks, dirty = self.pages.masks, self.pages.dirty_agg
+        col, mflag, aflag = self.write_plans[ev.name][0]
+        col[pid] = ev.target
+        if mflag:
+            masks[pid] = None
+        if aflag:
+            dirty.add(pid)
+        for eff, value in zip(ev.effects, values, strict=True):
+            if eff.system:
+                n[eff.target] = value
+            else:
+                self.pages.write(pid, eff.target, value)
+        self.fired[ev.name] += 1
+
+    def _fire_memo(self, ev: CompiledEvent, pid: int, state: Any, reads: list[list[Any]]) -> None:
+        """A local event: its outcome is a function of the page's own values, so it is evaluated once
+        per distinct input (with the compiled guard and effects) and remembered."""
+        hit = self._memo_hit(ev, pid, state, reads)
+        if hit is False:
+            self.refused[ev.name] += 1
+            raise self._refusal(ev, pid, self._first_view(ev, pid, None))
+        assert isinstance(hit, tuple)
+        self._memo_apply(ev, pid, hit)
+        self.fired[ev.name] += 1
+
+    def _memo_hit(self, ev: CompiledEvent, pid: int, state: Any, reads: list[list[Any]]
+                  ) -> tuple[Any, ...] | bool:
+        key = (ev.name, state, *[col[pid] for col in reads])
+        hit: tuple[Any, ...] | bool | None = self.memo.get(key)
+        if hit is None:
+            try:
+                page_w, _ = self._evaluate(ev, pid, [self.gview], None)
+                hit = tuple(value for _, _, value in page_w)
+            except GuardRefused:
+                hit = False
+            if len(self.memo) > 100_000:
+                self.memo.clear()
+            self.memo[key] = hit
+        return hit
+
+    def _memo_apply(self, ev: CompiledEvent, pid: int, values: tuple[Any, ...]) -> None:
+        masks, dirty = self.pages.masks, self.pages.dirty_agg
+        for (col, mflag, aflag), value in zip(self.write_plans[ev.name], (ev.target, *values), strict=True):
+            col[pid] = value
+            if mflag:
+                masks[pid] = None
+            if aflag:
+                dirty.add(pid)
+
+    def fire_batch(self, names: str | list[str], pids: Seq[int]) -> int:
+        """Fire local events on many pages (``names`` one event, or one per page); stops at the first
+        refusal and returns its index (``len(pids)`` when all fired).  Call ``fire`` on the refused page
+        to get the refusal."""
+        single = isinstance(names, str)
+        if not single or self.machine is not None or self.recorder.enabled or names not in self.memo_reads:
+            for i, pid in enumerate(pids):
+                try:
+                    self.fire(names if isinstance(names, str) else names[i], pid)
+                except GuardRefused:
+                    return i
+            return len(pids)
+        assert isinstance(names, str)
+        ev = self.events[names]
+        reads = self.memo_reads[names]
+        owner, target = ev.owner, ev.target
+        owner_col = self.cols[owner]
+        table, memo = self.table, self.memo
+        plan = self.write_plans[names]
+        masks, dirty = self.pages.masks, self.pages.dirty_agg
+        for i, pid in enumerate(pids):
+            state = owner_col[pid]
+            if (owner, names, state) not in table:
+                self.fired[names] += i
+                return i
+            hit = memo.get((names, state, *[col[pid] for col in reads]))
+            if hit is None:
+                hit = self._memo_hit(ev, pid, state, reads)
+            if hit is False or hit is True:
+                self.fired[names] += i
+                return i
+            for (col, mflag, aflag), value in zip(plan, (target, *hit), strict=True):
+                col[pid] = value
+                if mflag:
+                    masks[pid] = None
+                if aflag:
+                    dirty.add(pid)
+        self.fired[names] += len(pids)
+        return len(pids)
+
+    def _first_view(self, ev: CompiledEvent, pid: int, seq: Sequence | None) -> View:
+        if ev.mode == LOCAL or ev.mode == GLOBAL:
+            g = self.gview
+            g.names["p"] = pid
+            return g
+        return self.page_views(pid, seq)[0]
+
+    def _views(self, ev: CompiledEvent, pid: int, seq: Sequence | None) -> list[View]:
+        if ev.mode == LOCAL:
+            self.gview.names["pages"] = self.pages.size
+            return [self.gview]
+        if ev.mode == GLOBAL:
+            return [self.global_view()]
+        seqs = self.pages.info[pid].seqs
+        if len(seqs) == 1:
+            return [next(iter(seqs.values())).view]  # type: ignore[attr-defined]
+        return self.page_views(pid, seq)
+
     def allowed(self, name: str, pid: int | None = None, seq: Sequence | None = None) -> bool:
         """Whether ``fire(name, pid, seq)`` would pass its source state and guard (bounds aside).
 
@@ -221,17 +366,14 @@ class Core:
         assert pid is not None
         if (ev.owner, name, self.cols[ev.owner][pid]) not in self.table:
             return False
-        if ev.mode == LOCAL:
-            views = [self.gview]
-        elif ev.mode == GLOBAL:
-            views = [self.global_view()]
-        else:
-            views = self.page_views(pid, seq)
         depth = self.pages.info[pid].depth
-        for view in views:
-            view.names["p"] = pid if view.is_global else depth
-            if not ev.guard(view.names, view.arrays):
-                return False
+        for view in self._views(ev, pid, seq):
+            n, a = view.names, (self.cols if ev.direct else view.arrays)
+            n["p"] = pid if view.is_global else depth
+            n[PID] = pid
+            for c in ev.conjuncts:
+                if not c.fn(n, a):
+                    return False
         return True
 
     def _args(self, ev: CompiledEvent, pid: int | None, view: View, params: Mapping[str, int] | None
@@ -249,13 +391,15 @@ class Core:
         sys_w: list[tuple[View, str, Any]] = []
         depth = self.pages.info[pid].depth
         for i, view in enumerate(views):
-            n, a = view.names, view.arrays
+            n, a = view.names, (self.cols if ev.direct else view.arrays)
             n["p"] = pid if view.is_global else depth
+            n[PID] = pid
             if params:
                 self._bind_params(ev, n, params)
-            if not ev.guard(n, a):
-                self.refused[ev.name] += 1
-                raise self._refusal(ev, pid, view)
+            for c in ev.conjuncts:
+                if not c.fn(n, a):
+                    self.refused[ev.name] += 1
+                    raise self._refusal(ev, pid, view)
             if self.strict:
                 self._check_steps(ev, pid, view)
             view_w: list[tuple[int, str, Any]] = []
@@ -268,7 +412,8 @@ class Core:
                         view_w.append((view.page_at(q), eff.target, value))
                     continue
                 value = eff.fn(n, a)
-                self._bounds(ev, eff.target, eff.lo, eff.hi, value, pid, view)
+                if eff.lo is not None or eff.hi is not None:
+                    self._bounds(ev, eff.target, eff.lo, eff.hi, value, pid, view)
                 if eff.system:
                     sys_w.append((view, eff.target, value))
                 else:
@@ -294,8 +439,8 @@ class Core:
         if lo is None and hi is None:
             return
         n, a = view.names, view.arrays
-        low = None if lo is None else lo(n, a)
-        high = None if hi is None else hi(n, a)
+        low = lo if lo is None or isinstance(lo, int) else lo(n, a)
+        high = hi if hi is None or isinstance(hi, int) else hi(n, a)
         if (low is not None and value < low) or (high is not None and value > high):
             self.refused[ev.name] += 1
             block = None if pid is None else n.get("p")
@@ -370,7 +515,7 @@ class Core:
                             f"{where} in {{{need}}}", f"{where} is '{state}'")
 
     def _refusal(self, ev: CompiledEvent, pid: int | None, view: View) -> GuardRefused:
-        n, a = view.names, view.arrays
+        n, a = view.names, (self.cols if ev.direct else view.arrays)
         failed = next((c for c in ev.conjuncts if not c.fn(n, a)), None)
         text = failed.text if failed is not None else ev.guard_text
         reads = failed.reads if failed is not None else frozenset()
@@ -379,7 +524,7 @@ class Core:
         for name in sorted(reads):
             if name in self.cspec.page_names and pid is not None:
                 shown.append(f"{name}[p]={self.cols[name][pid]!r}")
-            elif name in n and not name.startswith("__"):
+            elif name in n and not name.startswith("@"):
                 shown.append(f"{name}={n[name]!r}")
         detail = ", ".join(shown)
         cls: type[GuardRefused] = GuardRefused

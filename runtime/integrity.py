@@ -57,21 +57,18 @@ def _spec_invariants(m: ManagerBase, problems: list[str]) -> None:
 
 
 def _pins(m: ManagerBase, problems: list[str]) -> None:
-    for pid, info in m.pages.info.items():
-        pin = m.cols[B.PIN][pid]
-        held = sum(info.pinned_by.values())
-        if pin != held:
-            problems.append(f"page {pid}: pin={pin} but {held} live lease pin(s)")
-        for lid in info.pinned_by:
-            if lid not in m.leases:
-                problems.append(f"page {pid}: pinned by lease #{lid}, which is not live")
+    held: dict[int, int] = {}
     for lid, lease in m.leases.items():
         if lease.released:
             problems.append(f"lease #{lid} is released but still registered")
         for pid in lease.pages:
-            linfo = m.pages.info.get(pid)
-            if linfo is None or lid not in linfo.pinned_by:
-                problems.append(f"lease #{lid}: page {pid} is not pinned by it")
+            held[pid] = held.get(pid, 0) + 1
+            if pid not in m.pages.info:
+                problems.append(f"lease #{lid}: page {pid} was forgotten while leased")
+    for pid in m.pages.info:
+        pin = m.cols[B.PIN][pid]
+        if pin != held.get(pid, 0):
+            problems.append(f"page {pid}: pin={pin} but {held.get(pid, 0)} live lease pin(s)")
 
 
 def _tiers(m: ManagerBase, problems: list[str]) -> None:
@@ -113,9 +110,9 @@ def _ids(m: ManagerBase, problems: list[str]) -> None:
             if col[pid] != m.pages.init[name]:
                 problems.append(f"free page id {pid}: {name}={col[pid]!r}, not its initial value")
     for pid, info in m.pages.info.items():
-        held = (info.seqs or m.cols[B.POOL][pid] == "pooled" or info.pinned_by or info.children
-                or pid in m.inflight)
-        if not held:
+        holder = (info.seqs or m.cols[B.POOL][pid] == "pooled" or m.cols[B.PIN][pid] or info.children
+                  or pid in m.inflight)
+        if not holder:
             problems.append(f"page {pid} is held by nothing (leaked)")
         if info.parent >= 0 and info.parent not in m.pages.info:
             problems.append(f"page {pid}: parent {info.parent} was forgotten")

@@ -144,3 +144,31 @@ def replace_reductions(e: Expr, make: Callable[[Reduce], Name | None]) -> Expr:
         if name is not None:
             return name
     return rebuild(e, lambda c: replace_reductions(c, make))
+
+
+def redirect_pages(e: Expr, var: str, to: str) -> Expr | None:
+    """``e`` with every ``x[var]`` read as ``x[to]`` (``var`` elsewhere stays); None if ``e`` indexes
+    by anything else or reduces over pages.
+
+    A sequence view maps block index ``p`` to a physical page id; when an expression only ever indexes
+    ``x[p]`` it can read the physical page table directly with ``to`` bound to the page id, while
+    ``p`` keeps its arithmetic meaning (``p * C``).
+    """
+    if isinstance(e, Reduce):
+        return None
+    if isinstance(e, Index):
+        if isinstance(e.index, Name) and e.index.name == var:
+            return Index(e.name, Name(to, e.index.loc), e.loc)
+        return None
+    failed = False
+
+    def sub(c: Expr) -> Expr:
+        nonlocal failed
+        out = redirect_pages(c, var, to)
+        if out is None:
+            failed = True
+            return c
+        return out
+
+    out = rebuild(e, sub)
+    return None if failed else out

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, wait
@@ -26,7 +27,7 @@ from .errors import (
     MorphcacheError,
     StaleLeaseError,
 )
-from .index import NominalHit
+from .index import NominalHit, token_array
 from .lease import Lease, PartialSnapshot
 from .plan import (
     Assignment,
@@ -41,7 +42,7 @@ from .plan import (
 from .tiering import TieringOps
 from .views import View, sequence_view
 
-MAX_TOKEN = (1 << 63) - 1
+MAX_TOKEN = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -55,18 +56,24 @@ class ReadView:
     payloads: tuple[bytes, ...] | None
 
 
-def check_tokens(tokens: object, what: str = "tokens") -> list[int]:
-    """``tokens`` as a list of ints in [0, 2**63); BadInputError otherwise."""
-    if isinstance(tokens, (str, bytes, bytearray)) or not isinstance(tokens, Sequence):
+def check_tokens(tokens: object, what: str = "tokens") -> array[int]:
+    """``tokens`` as unsigned 64-bit ints (checked by the array conversion, in C); BadInputError for
+    anything that is not a sequence of integers in [0, 2**64).  (``bool`` is an int in Python and is
+    accepted as 0/1; numpy integers are accepted.)"""
+    if isinstance(tokens, (str, bytes, bytearray)) or not isinstance(tokens, (Sequence, array)) and not hasattr(
+            tokens, "__array__"):
         raise BadInputError(f"{what} must be a sequence of ints, got {type(tokens).__name__}")
-    out = list(tokens)
-    for i, t in enumerate(out):
-        if type(t) is not int:
-            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {t!r}")
-    if out and (min(out) < 0 or max(out) > MAX_TOKEN):
-        bad = next(t for t in out if t < 0 or t > MAX_TOKEN)
-        raise BadInputError(f"{what} must be in [0, 2**63), got {bad}")
-    return out
+    try:
+        return token_array(tokens)  # type: ignore[arg-type]
+    except (TypeError, OverflowError, ValueError):
+        pass
+    seq: Sequence[Any] = tokens  # type: ignore[assignment]
+    for i, t in enumerate(seq):
+        if not isinstance(t, int) and not hasattr(t, "__index__"):
+            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {t!r}") from None
+        if not 0 <= int(t) <= MAX_TOKEN:
+            raise BadInputError(f"{what}[{i}] must be in [0, 2**64), got {int(t)}") from None
+    raise BadInputError(f"{what} cannot be read as 64-bit token ids")
 
 
 class LookupOps(TieringOps):
@@ -87,7 +94,7 @@ class LookupOps(TieringOps):
                         masks[p] |= 1 << i
         return masks
 
-    def _lookup(self, tokens: list[int], limit: int | None, owner: str | None) -> LookupResult:
+    def _lookup(self, tokens: Sequence[int], limit: int | None, owner: str | None) -> LookupResult:
         hit = self.index.nominal(tokens, limit)
         masks = self._masks(hit)
         nominal = hit.tokens
@@ -160,28 +167,22 @@ class LookupOps(TieringOps):
 
     def _acquire(self, full: tuple[int, ...], pos: int, owner: str | None,
                  partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
-        done: list[int] = []
-        try:
-            for pid in full:
-                self._fire("acquire", pid)
-                done.append(pid)
-        except GuardRefused:
-            for pid in reversed(done):
-                self._unpin(pid)
-            raise
-        gens = tuple(int(self.cols[B.GEN][pid]) for pid in full)  # type: ignore[call-overload]
-        lease = Lease(self.ident, owner, full, gens, pos, partial, tail)
+        done = self.core.fire_batch("acquire", full)
+        if done < len(full):
+            self._unpin(full[:done])
+            self._fire("acquire", full[done])  # raises the spec's refusal
+        gen = self.cols[B.GEN]
+        gens = tuple(map(gen.__getitem__, full))
+        lease = Lease(self.ident, owner, full, gens, pos, partial, tail)  # type: ignore[arg-type]
         self.leases[lease.lease_id] = lease
-        for pid in full:
-            held = self.pages.info[pid].pinned_by
-            held[lease.lease_id] = held.get(lease.lease_id, 0) + 1
         return lease
 
-    def _unpin(self, pid: int) -> None:
-        if self.cols[B.PIN][pid] == 1:
-            self._fire("release_last", pid)
-        else:
-            self._fire("release", pid)
+    def _unpin(self, pids: Sequence[int]) -> None:
+        pin = self.cols[B.PIN]
+        names = ["release_last" if pin[pid] == 1 else "release" for pid in pids]
+        done = self.core.fire_batch(names, pids)
+        if done < len(pids):
+            self._fire(names[done], pids[done])  # raises the spec's refusal
 
     def _own(self, lease: object) -> Lease:
         if not isinstance(lease, Lease):
@@ -197,14 +198,11 @@ class LookupOps(TieringOps):
     def _release(self, lease: Lease) -> None:
         lease.released = True
         del self.leases[lease.lease_id]
+        self._unpin(lease.pages)
+        info = self.pages.info
         for pid in lease.pages:
-            held = self.pages.info[pid].pinned_by
-            held[lease.lease_id] -= 1
-            if not held[lease.lease_id]:
-                del held[lease.lease_id]
-            self._unpin(pid)
-        for pid in lease.pages:
-            self._collect(pid)
+            if not info[pid].seqs:
+                self._collect(pid)
 
     def _validate(self, lease: Lease, payloads: bool) -> ReadView:
         slots = []

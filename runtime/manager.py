@@ -129,12 +129,31 @@ class CacheManager(LookupOps):
             return tuple(self.core.seqs)
 
     # -- internal: writing --------------------------------------------------------------------------
-    def _append(self, seq: Sequence, tokens: list[int]) -> None:
+    def _append_one(self, seq: Sequence, token: int) -> None:
+        """``_append`` of one token (the decode step)."""
+        block = seq.block
+        info = self.pages.info[block[-1]] if block else None
+        if info is None or len(info.tokens) == self.C:
+            self._open(seq)
+            info = self.pages.info[block[-1]]
+        toks = info.tokens
+        pid = block[-1]
+        self._fire_append("seal" if len(toks) == self.C - 1 else "append", pid, seq)
+        toks.append(token)
+        self.store.write_tokens(info.gpu_slot, info.depth, len(toks) - 1, (token,))
+        if len(toks) == self.C:
+            self._touch(pid)
+            self._sealed(seq, pid)
+
+    def _append(self, seq: Sequence, tokens: Seq[int]) -> None:
+        if len(tokens) == 1 and seq.frontier < self.config.max_sequence_tokens:
+            self._append_one(seq, tokens[0])
+            return
         if seq.frontier + len(tokens) > self.config.max_sequence_tokens:
             raise BadInputError(f"sequence {seq.sid!r}: {seq.frontier} + {len(tokens)} tokens exceeds "
                                 f"max_sequence_tokens {self.config.max_sequence_tokens}")
         c = self.C
-        fire = self.core.fire if self._plain_append else self._fire
+        fire = self._fire_append
         block = seq.block
         i, n = 0, len(tokens)
         while i < n:

@@ -21,7 +21,7 @@ class PageInfo:
     """Chain facts of one page: where it sits, what it holds, who refers to it."""
 
     __slots__ = ("pid", "depth", "parent", "parent_hash", "hash", "tokens", "seqs", "children",
-                 "tick", "gpu_slot", "checksum", "pinned_by")
+                 "tick", "gpu_slot", "checksum")
 
     def __init__(self, pid: int, depth: int, parent: int, parent_hash: int) -> None:
         self.pid = pid
@@ -35,7 +35,6 @@ class PageInfo:
         self.tick = 0  # last use, for LRU policies
         self.gpu_slot = -1  # GPU pool slot while the page occupies one
         self.checksum: int | None = None  # checksum of the payload when it left the GPU
-        self.pinned_by: dict[int, int] = {}  # lease id -> count
 
 
 class PageTable:

@@ -97,6 +97,12 @@ class HitSearch:
         self.profiles: dict[str, tuple[Interval, ...]] | None = (
             profiles if len(profiles) == len(self.objects) else None)
         self.min_lo = min((lo for ivs in (self.profiles or {}).values() for lo, _ in ivs), default=0)
+        items = [(k, lo, hi) for k, o in enumerate(self.objects) for lo, hi in (self.profiles or {}).get(o, ())]
+        self._unbounded_below = any(lo <= -BIG for _, lo, _ in items)
+        self._upward = [(k, lo) for k, lo, hi in items if hi >= BIG]
+        self._upward_bits = sum({1 << k for k, _ in self._upward})
+        self._bounded = [(k, lo, hi) for k, lo, hi in items if hi < BIG]
+        self._max_hi = max((hi for _, _, hi in self._bounded), default=0)
 
     # -- needed -----------------------------------------------------------------------------------
     def needed(self, k: int, p: int, pos: int, direct: bool = False) -> bool:
@@ -131,13 +137,58 @@ class HitSearch:
 
     # -- search -----------------------------------------------------------------------------------
     def effective(self, masks: Sequence[int], nominal: int) -> int:
-        """The largest ``pos <= nominal`` with nothing needed and not ready (0 if none)."""
+        """The largest ``pos <= nominal`` with nothing needed and not ready (0 if none).
+
+        Intervals unbounded above (``compressed``, ``tier``: needed at every later position) are
+        settled by the first page not ready for them; the bounded ones (``tail``, ``window``) by a
+        fixed point over the few pages whose intervals can reach the candidate position.
+        """
         if self.profiles is None:
             return self.brute(masks, nominal)
+        if self._unbounded_below:
+            return self._effective_sorted(masks, nominal)
+        c = self.page_size
+        npages = len(masks)
+        x = nominal
+        pending = list(self._upward)
+        if pending:
+            bits = self._upward_bits
+            for p, mask in enumerate(masks):
+                if mask & bits != bits:
+                    for item in pending[:]:
+                        k, lo = item
+                        if not (mask >> k) & 1:
+                            x = min(x, p * c + lo - 1)
+                            pending.remove(item)
+                    if not pending:
+                        break
+            for _, lo in pending:  # pages past the chain are never ready
+                x = min(x, npages * c + lo - 1)
+        full = self.full
+        bounded = self._bounded
+        changed = True
+        while changed and x > 0:
+            changed = False
+            top = (x - self.min_lo) // c
+            bottom = max(0, (x - self._max_hi) // c)
+            for p in range(top, bottom - 1, -1):
+                mask = masks[p] if p < npages else 0
+                if mask == full:
+                    continue
+                base = p * c
+                for k, lo, hi in bounded:
+                    if not (mask >> k) & 1 and base + lo <= x <= base + hi:
+                        x = base + lo - 1
+                        changed = True
+        return max(x, 0)
+
+    def _effective_sorted(self, masks: Sequence[int], nominal: int) -> int:
+        """The same answer from the sorted union of every forbidden interval."""
+        assert self.profiles is not None
         c = self.page_size
         full = self.full
-        forbidden: list[Interval] = []
         last = self._last_page(len(masks), nominal)
+        forbidden: list[Interval] = []
         nobj = len(self.objects)
         profiles = [self.profiles[o] for o in self.objects]
         for p in range(last + 1):

@@ -39,6 +39,7 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
     known = {pid: (tuple(m.page_state(pid)["tokens"]), m.page_state(pid)["depth"]) for pid in m.pages.info}
     stop = threading.Event()
     counts = {"reads": 0, "bad": 0, "stale": 0, "moves": 0, "errors": 0}
+    errors: list[str] = []
     lock = threading.Lock()
 
     def bump(key: str, n: int = 1) -> None:
@@ -59,8 +60,9 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
                 bump("moves")
             except (GuardRefused, CapacityError):
                 pass
-            except MorphcacheError:
+            except MorphcacheError as exc:
                 bump("errors")
+                errors.append(repr(exc))
 
     def reader(seed: int) -> None:
         rng = random.Random(seed)
@@ -88,8 +90,9 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
                     if data != expected_payload(toks, depth, C):
                         bump("bad")
                 bump("reads")
-            except StaleLeaseError:
+            except StaleLeaseError as exc:
                 bump("stale")
+                errors.append(repr(exc))
             finally:
                 m.release(lease)
 
@@ -103,6 +106,8 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
         t.join()
     m.wait_prefetches()
     counts["lost"] = sum(1 for pid in known if pid not in m.pages.info)
+    if errors:
+        counts["first_error"] = errors[0]  # type: ignore[assignment]
     return counts
 
 
