@@ -117,6 +117,9 @@ def simulate_main(argv: list[str]) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     interp = os.environ.get("TRITON_INTERPRET") == "1"
     notes = notes + (f"device {device}" + (" (Triton interpreter)" if interp and args.ops == "triton" else ""),)
+    if args.unsafe:
+        notes = notes + ("unsafe: every hash hit is trusted, so effective = nominal by construction; "
+                         "the drift row shows what that costs",)
     with tempfile.TemporaryDirectory(prefix="morphcache-disk-") as tmp:
         disk_dir = args.disk_dir or tmp
         config = EngineConfig(gpu_pages=args.gpu_pages, host_pages=args.host_pages, disk_pages=args.disk_pages,

@@ -83,5 +83,15 @@ def enable_fast_interpreter() -> bool:
         return scope
 
     interp._patch_lang = patch_lang
-    _STATE["enabled"] = True
+    _STATE.update(enabled=True, original=original)
     return True
+
+
+def disable_fast_interpreter() -> None:
+    """Put the interpreter's own ``_patch_lang`` back (no-op if the speed-up is not installed)."""
+    if not _STATE["enabled"]:
+        return
+    from triton.runtime import interpreter as interp
+
+    interp._patch_lang = _STATE["original"]
+    _STATE.update(enabled=False, patched=None)

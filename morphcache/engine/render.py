@@ -65,5 +65,9 @@ def summary_table(s: SimSummary) -> Table:
 
 
 def print_summary(s: SimSummary, console: Console | None = None) -> None:
-    """Print the report table."""
-    (console or Console()).print(summary_table(s))
+    """Print the report table (110 columns wide when stdout is not a terminal)."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=110)
+    console.print(summary_table(s))

@@ -14,10 +14,18 @@ import torch
 if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():  # pragma: no cover
     os.environ["TRITON_INTERPRET"] = "1"
 
-from morphcache.engine.interpreter import enable_fast_interpreter  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+
+from morphcache.engine.interpreter import disable_fast_interpreter, enable_fast_interpreter  # noqa: E402
 from morphcache.model import HybridModel, ModelConfig  # noqa: E402
 
-enable_fast_interpreter()
+
+@pytest.fixture(scope="module", autouse=True)
+def fast_interpreter() -> Iterator[None]:
+    """The interpreter speed-up for the engine tests only (other test packages run it unpatched)."""
+    enable_fast_interpreter()
+    yield
+    disable_fast_interpreter()
 
 
 @pytest.fixture(scope="session")
