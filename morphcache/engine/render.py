@@ -34,6 +34,8 @@ def summary_table(s: SimSummary) -> Table:
     t.add_row("mode", f"{s.mode}; ops {s.ops}")
     t.add_row("requests served", f"{s.requests} ({s.prompt_tokens} prompt tokens, {s.decoded_tokens} decoded, "
                                   f"{s.computed_tokens} computed by the cached forward)")
+    if s.refused:
+        t.add_row("requests refused", f"{len(s.refused)} (GPU pool too small): {s.refused[0]}")
     t.add_row("nominal hit rate", f"{_pct(s.nominal_hit_rate)} ({s.nominal_tokens} tokens)")
     t.add_row("effective hit rate", f"{_pct(s.effective_hit_rate)} ({s.effective_tokens} tokens readable at lookup)")
     t.add_row("reuse after recovery", f"{_pct(s.reuse_rate)} ({s.reused_tokens} tokens)")

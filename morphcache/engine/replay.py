@@ -5,6 +5,8 @@ requests with the golden forward, check the runtime's integrity after each reque
 
     for request i (arrival order):
         result = engine.serve(prompt, decode)          lookup, recovery, lease, cached prefill, decode
+                                                       (a request the GPU pool cannot hold is refused
+                                                       and counted, the replay goes on)
         i % sample_every == 0 ?  |cached - golden|     golden_logits over prompt + decoded tokens
         check_integrity()                              every spec invariant on the live state
         progress(i, report)
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 
 from morphcache.engine.engine import Engine
 from morphcache.engine.report import RequestReport
+from morphcache.engine.session import EngineCapacityError
+from morphcache.runtime import CapacityError
 from morphcache.workloads import Request
 
 Progress = Callable[[int, RequestReport], None]
@@ -26,11 +30,13 @@ Progress = Callable[[int, RequestReport], None]
 
 @dataclass(frozen=True)
 class ReplayResult:
-    """Per-request reports (with ``max_abs_diff`` on sampled ones), integrity checks run, wall time."""
+    """Per-request reports (with ``max_abs_diff`` on sampled ones), integrity checks run, wall time,
+    and the requests refused because the GPU pool could not hold them."""
 
     reports: tuple[RequestReport, ...]
     integrity_checks: int
     wall_s: float
+    refused: tuple[str, ...] = ()
 
 
 def replay(engine: Engine, requests: Sequence[Request], *, decode: int = 0, sample_every: int = 1,
@@ -42,10 +48,18 @@ def replay(engine: Engine, requests: Sequence[Request], *, decode: int = 0, samp
     """
     order = sorted(requests, key=lambda r: (r.arrival_ms, r.request_id))
     reports: list[RequestReport] = []
+    refused: list[str] = []
     checks = 0
     t0 = time.perf_counter()
     for i, req in enumerate(order):
-        result = engine.serve(req.tokens, decode=decode, request_id=req.request_id)
+        try:
+            result = engine.serve(req.tokens, decode=decode, request_id=req.request_id)
+        except (EngineCapacityError, CapacityError) as exc:
+            refused.append(f"{req.request_id}: {exc}")
+            if check_integrity:
+                engine.check_integrity()
+                checks += 1
+            continue
         report = result.report
         if sample_every and i % sample_every == 0:
             report = dataclasses.replace(report, max_abs_diff=engine.golden_diff(result))
@@ -55,4 +69,4 @@ def replay(engine: Engine, requests: Sequence[Request], *, decode: int = 0, samp
         reports.append(report)
         if progress is not None:
             progress(i, report)
-    return ReplayResult(tuple(reports), checks, time.perf_counter() - t0)
+    return ReplayResult(tuple(reports), checks, time.perf_counter() - t0, tuple(refused))

@@ -53,6 +53,7 @@ class SimSummary:
     pools: Mapping[str, int]
     integrity_checks: int
     wall_s: float
+    refused: tuple[str, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -80,6 +81,7 @@ class SimSummary:
         """JSON-ready dict (the rates included)."""
         out = asdict(self)
         out["notes"] = list(self.notes)
+        out["refused"] = list(self.refused)
         out.update(nominal_hit_rate=self.nominal_hit_rate, effective_hit_rate=self.effective_hit_rate,
                    reuse_rate=self.reuse_rate, gap_tokens=self.gap_tokens,
                    within_tolerance=self.within_tolerance)
@@ -126,5 +128,6 @@ def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float
                "page_bytes": engine.pools.page_bytes},
         integrity_checks=run.integrity_checks,
         wall_s=run.wall_s,
+        refused=run.refused,
         notes=notes,
     )

@@ -80,3 +80,10 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert simulate_main(["--turns", "0"]) == 2
     assert simulate_main(["--trace", str(tmp_path / "missing.jsonl")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_requests_the_pool_cannot_hold_are_refused_and_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, ["--conversations", "1", "--turns", "2", "--gpu-pages", "3", "--json", *FAST])
+    rep = json.loads(out)
+    assert code == 0 and rep["refused"] and rep["requests"] + len(rep["refused"]) == 2
+    assert rep["integrity_checks"] == 2
