@@ -85,6 +85,7 @@ class ManagerBase:
         self._gen_events = frozenset(n for n, e in self.cspec.events.items() if B.GEN in e.writes)
         plain = not ({"append", "seal"} & (self._pool_events | self._gen_events))
         self._fire_append = self.core.fire if plain else self._fire
+        self._fire_own = self.core.fire_own if plain else self._fire
         self._objects = self.cspec.lookup.objects
         self._local_ready = [(i, self.cspec.lookup.ready[o]) for i, o in enumerate(self._objects)
                              if self.cspec.lookup.ready_local[o]]
@@ -126,9 +127,11 @@ class ManagerBase:
             if slot >= 0:
                 self.store.set_generation(slot, int(self.cols[B.GEN][pid]))  # type: ignore[call-overload]
 
-    def _try(self, name: str, pid: int | None = None, seq: Sequence | None = None) -> bool:
-        """Propose a step: fire it if the spec allows, report whether it fired."""
-        if not self.core.allowed(name, pid, seq):
+    def _try(self, name: str, pid: int | None = None, seq: Sequence | None = None, *,
+             likely: bool = True) -> bool:
+        """Propose a step: fire it if the spec allows, report whether it fired.  ``likely`` False asks
+        the guard first (cheaper than a refusal when refusals are the common case)."""
+        if not likely and not self.core.allowed(name, pid, seq):
             return False
         try:
             self._fire(name, pid, seq)

@@ -93,12 +93,23 @@ class Core:
                                       for e in ev.effects)
                 if ev.mode == LOCAL and not ev.params and constant_bounds:
                     self.memo_reads[name] = [self.cols[v] for v in sorted(ev.reads)]
-        self.write_plans: dict[str, list[tuple[list[Any], bool, bool]]] = {}
+        self.direct_plans: dict[str, tuple[CompiledEvent, frozenset[Any]]] = {}
+        self.direct_ops: dict[str, list[tuple[Any, ...]]] = {}
+        for name, ev in self.events.items():
+            if ev.direct and not ev.params and not strict and backend == "table":
+                sources = frozenset(s for (o, e, s) in self.table if e == name and o == ev.owner)
+                self.direct_plans[name] = (ev, sources)
+                self.direct_ops[name] = [
+                    (e.fn, e.lo, e.hi, e.target, None if e.system else self.cols[e.target],
+                     e.target in self.pages.mask_vars, e.target in self.pages.agg_vars) for e in ev.effects]
+        self.write_plans: dict[str, list[tuple[list[Any] | None, bool, bool]]] = {}
+        self.write_targets: dict[str, list[str]] = {}
         for name, ev in self.events.items():
             if ev.scope == PAGE:
                 targets = [ev.owner, *(e.target for e in ev.effects)]
-                self.write_plans[name] = [(self.cols[t], t in self.pages.mask_vars, t in self.pages.agg_vars)
-                                          for t in targets if t in self.cols]
+                self.write_plans[name] = [(self.cols.get(t), t in self.pages.mask_vars, t in self.pages.agg_vars)
+                                          for t in targets]  # col None: a system variable
+                self.write_targets[name] = targets
 
     # -- views ------------------------------------------------------------------------------------
     def new_sequence(self, sid: str) -> Sequence:
@@ -227,6 +238,80 @@ class Core:
             for v, before, args in befores:
                 self.recorder.add(Step(name, v.label, args, before, v.snapshot(self.cspec)))
 
+    def fire_own(self, name: str, pid: int, seq: Sequence) -> None:
+        """``fire(name, pid, seq)`` for a page that only ``seq`` holds (its page being written: open,
+        append, seal): the same source check, guard, bounds and effects on the direct path."""
+        plan = self.direct_plans.get(name)
+        if plan is None or self.recorder.enabled or len(self.pages.info[pid].seqs) != 1:
+            self.fire(name, pid, seq)
+            return
+        ev, sources = plan
+        if self.cols[ev.owner][pid] not in sources:
+            self.fire(name, pid, seq)  # raises the source-state refusal
+            return
+        self._fire_direct1(ev, pid, seq.view)
+
+    def fire_own_many(self, name: str, pids: Seq[int], seqs: Seq[Sequence]) -> int:
+        """``fire_own`` for many (page, sequence) pairs, e.g. one ``append`` per decoding sequence;
+        stops at the first pair that does not take the direct path or is refused and returns its index
+        (``len(pids)`` when all fired)."""
+        plan = self.direct_plans.get(name)
+        if plan is None or self.recorder.enabled:
+            return 0
+        ev, sources = plan
+        owner_col = self.cols[ev.owner]
+        conj = [c.fn for c in ev.conjuncts]
+        ops = self.direct_ops[name]
+        info, cols, masks = self.pages.info, self.cols, self.pages.masks
+        ocol, omask, oagg = self.write_plans[name][0]
+        target = ev.target
+        bound_cache: dict[tuple[int, int], Any] = {}
+        for i, pid in enumerate(pids):
+            page = info[pid]
+            if owner_col[pid] not in sources or len(page.seqs) != 1:
+                self.fired[name] += i
+                return i
+            view = seqs[i].view
+            n = view.names
+            n["p"] = page.depth
+            n[PID] = pid
+            for fn in conj:
+                if not fn(n, cols):
+                    self.fired[name] += i
+                    return i
+            values = [op[0](n, cols) for op in ops]
+            for k, ((_, lo, hi, _t, _c, _m, _a), value) in enumerate(zip(ops, values, strict=True)):
+                if lo is not None and value < (lo if lo.__class__ is int else lo(n, view.arrays)):
+                    self.fired[name] += i
+                    return i
+                if hi is not None:
+                    if hi.__class__ is not int:
+                        key = (k, n["pages"])  # a bound reads constants and the view's page count only
+                        high = bound_cache.get(key)
+                        if high is None:
+                            high = bound_cache[key] = hi(n, view.arrays)
+                    else:
+                        high = hi
+                    if value > high:
+                        self.fired[name] += i
+                        return i
+            ocol[pid] = target  # type: ignore[index]
+            if omask:
+                masks[pid] = None
+            if oagg:
+                self.pages.dirty_agg.add(pid)
+            for (_, _lo, _hi, t, col, mflag, aflag), value in zip(ops, values, strict=True):
+                if col is None:
+                    n[t] = value
+                    continue
+                col[pid] = value
+                if mflag:
+                    masks[pid] = None
+                if aflag:
+                    self.pages.dirty_agg.add(pid)
+        self.fired[name] += len(pids)
+        return len(pids)
+
     def _fire_direct1(self, ev: CompiledEvent, pid: int, view: View) -> None:
         """A view event on a page held by one sequence (the decode hot path): guard, bounds and
         effects evaluated against the page table directly, then applied."""
@@ -237,27 +322,28 @@ class Core:
             if not c.fn(n, cols):
                 self.refused[ev.name] += 1
                 raise self._refusal(ev, pid, view)
-        values = []
-        for eff in ev.effects:
-            value = eff.fn(n, cols)
-            lo, hi = eff.lo, eff.hi
-            if lo is not None or hi is not None:
-                if (lo.__class__ is int and value < lo) or (hi.__class__ is int and value > hi) or not (
-                        lo.__class__ is int and hi.__class__ is int):
-                    self._bounds(ev, eff.target, lo, hi, value, pid, view)
-            values.append(value)
-        masks, dirty = self.pages.masks, self.pages.dirty_agg
+        ops = self.direct_ops[ev.name]
+        values = [fn(n, cols) for fn, *_ in ops]
+        for (_, lo, hi, target, _col, _m, _a), value in zip(ops, values, strict=True):
+            if (lo is not None and (lo.__class__ is not int or value < lo)) or (
+                    hi is not None and (hi.__class__ is not int or value > hi)):
+                self._bounds(ev, target, lo, hi, value, pid, view)
+        masks = self.pages.masks
         col, mflag, aflag = self.write_plans[ev.name][0]
-        col[pid] = ev.target
+        col[pid] = ev.target  # type: ignore[index]
         if mflag:
             masks[pid] = None
         if aflag:
-            dirty.add(pid)
-        for eff, value in zip(ev.effects, values, strict=True):
-            if eff.system:
-                n[eff.target] = value
-            else:
-                self.pages.write(pid, eff.target, value)
+            self.pages.dirty_agg.add(pid)
+        for (_, _lo, _hi, target, col, mflag, aflag), value in zip(ops, values, strict=True):
+            if col is None:
+                n[target] = value
+                continue
+            col[pid] = value
+            if mflag:
+                masks[pid] = None
+            if aflag:
+                self.pages.dirty_agg.add(pid)
         self.fired[ev.name] += 1
 
     def _fire_memo(self, ev: CompiledEvent, pid: int, state: Any, reads: list[list[Any]]) -> None:
@@ -289,6 +375,7 @@ class Core:
     def _memo_apply(self, ev: CompiledEvent, pid: int, values: tuple[Any, ...]) -> None:
         masks, dirty = self.pages.masks, self.pages.dirty_agg
         for (col, mflag, aflag), value in zip(self.write_plans[ev.name], (ev.target, *values), strict=True):
+            assert col is not None
             col[pid] = value
             if mflag:
                 masks[pid] = None
@@ -327,7 +414,7 @@ class Core:
                 self.fired[names] += i
                 return i
             for (col, mflag, aflag), value in zip(plan, (target, *hit), strict=True):
-                col[pid] = value
+                col[pid] = value  # type: ignore[index]
                 if mflag:
                     masks[pid] = None
                 if aflag:

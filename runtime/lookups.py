@@ -56,10 +56,14 @@ class ReadView:
     payloads: tuple[bytes, ...] | None
 
 
-def check_tokens(tokens: object, what: str = "tokens") -> array[int]:
+def check_tokens(tokens: object, what: str = "tokens") -> Sequence[int]:
     """``tokens`` as unsigned 64-bit ints (checked by the array conversion, in C); BadInputError for
     anything that is not a sequence of integers in [0, 2**64).  (``bool`` is an int in Python and is
     accepted as 0/1; numpy integers are accepted.)"""
+    if tokens.__class__ is list and len(tokens) <= 4:  # type: ignore[arg-type]
+        small: list[Any] = tokens  # type: ignore[assignment]
+        if all(t.__class__ is int and 0 <= t <= MAX_TOKEN for t in small):
+            return small  # type: ignore[return-value]
     if isinstance(tokens, (str, bytes, bytearray)) or not isinstance(tokens, (Sequence, array)) and not hasattr(
             tokens, "__array__"):
         raise BadInputError(f"{what} must be a sequence of ints, got {type(tokens).__name__}")
@@ -296,7 +300,7 @@ class LookupOps(TieringOps):
     def _admit(self, pid: int) -> bool:
         """Propose admission to the reuse pool, evicting the least recently used unpinned pooled page
         when the pool is full."""
-        if self._try("admit", pid):
+        if self._try("admit", pid, likely=len(self.pooled) < self.config.capacity):
             return True
         if len(self.pooled) < self.config.capacity or not self._morphology_ready(pid):
             return False

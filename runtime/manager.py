@@ -19,11 +19,11 @@ from typing import Any
 
 from . import binding as B
 from .core import Sequence
-from .errors import BadInputError, DuplicateSequenceError, GuardRefused
+from .errors import BadInputError, DuplicateSequenceError, GuardRefused, MorphcacheError
 from .index import chain_hash
 from .integrity import check_integrity
 from .lease import Lease
-from .lookups import LookupOps, ReadView, check_tokens
+from .lookups import MAX_TOKEN, LookupOps, ReadView, check_tokens
 from .metrics import MetricsSnapshot
 from .plan import LookupResult, RecoveryPlan, RecoveryReport
 from .recorder import Step
@@ -61,11 +61,52 @@ class CacheManager(LookupOps):
             return seq.frontier
 
     def append_batch(self, items: Mapping[str, Seq[int]]) -> None:
-        """``append`` for many sequences under one lock acquisition (one decoding step)."""
-        checked = [(sid, check_tokens(toks)) for sid, toks in items.items()]
+        """``append`` for many sequences under one lock acquisition (one decoding step).
+
+        Sequences are independent: a refusal for one does not stop the others; the first refusal is
+        raised once every sequence was processed.
+        """
+        checked: list[tuple[str, Seq[int]]] = []
+        for sid, toks in items.items():
+            if toks.__class__ is list and len(toks) == 1 and toks[0].__class__ is int and 0 <= toks[0] <= MAX_TOKEN:
+                checked.append((sid, toks))  # the decode step's one token, already valid
+            else:
+                checked.append((self._seq_id(sid), check_tokens(toks)))
         with self.lock:
-            for sid, toks in checked:
-                self._append(self._seq(sid), toks)
+            seqs = [self._seq(sid) for sid, _ in checked]
+            simple: list[tuple[Sequence, int, int]] = []
+            rest: list[tuple[Sequence, Seq[int]]] = []
+            info = self.pages.info
+            last = self.C - 1
+            limit = self.config.max_sequence_tokens
+            for seq, (_, toks) in zip(seqs, checked, strict=True):
+                block = seq.block
+                if len(toks) == 1 and block and len(info[block[-1]].tokens) < last and seq.frontier < limit:
+                    simple.append((seq, block[-1], toks[0]))
+                else:
+                    rest.append((seq, toks))
+            done = self.core.fire_own_many("append", [s[1] for s in simple], [s[0] for s in simple]) \
+                if self._fire_own == self.core.fire_own else 0
+            write = self.store.write_tokens
+            for _seq, pid, token in simple[:done]:
+                page = info[pid]
+                page.tokens.append(token)
+                write(page.gpu_slot, page.depth, len(page.tokens) - 1, (token,))
+            rest += [(seq, [token]) for seq, _, token in simple[done:]]
+            errors: list[MorphcacheError] = []
+            for seq, toks in rest:
+                try:
+                    self._append(seq, toks)
+                except MorphcacheError as exc:
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+
+    @staticmethod
+    def _seq_id(sid: object) -> str:
+        if not isinstance(sid, str):
+            raise BadInputError(f"sequence id must be a str, got {sid!r}")
+        return sid
 
     def attach(self, seq_id: str, lease: Lease) -> int:
         """Start an empty sequence with a leased prefix: its whole pages are shared, the partial page is
@@ -138,7 +179,7 @@ class CacheManager(LookupOps):
             info = self.pages.info[block[-1]]
         toks = info.tokens
         pid = block[-1]
-        self._fire_append("seal" if len(toks) == self.C - 1 else "append", pid, seq)
+        self._fire_own("seal" if len(toks) == self.C - 1 else "append", pid, seq)
         toks.append(token)
         self.store.write_tokens(info.gpu_slot, info.depth, len(toks) - 1, (token,))
         if len(toks) == self.C:
@@ -223,7 +264,7 @@ class CacheManager(LookupOps):
         while seq.slide_next < len(block) - 1:
             pid = block[seq.slide_next]
             if self.cols[B.WINDOW][pid] == "live":
-                if not self._try("slide", pid, seq):
+                if not self._try("slide", pid, seq, likely=False):
                     break
                 slid += 1
             seq.slide_next += 1
@@ -311,7 +352,7 @@ class CacheManager(LookupOps):
             seq = self._seq(seq_id)
             slid = 0
             for pid in seq.block[:-1]:
-                if self.cols[B.WINDOW][pid] == "live" and self._try("slide", pid, seq):
+                if self.cols[B.WINDOW][pid] == "live" and self._try("slide", pid, seq, likely=False):
                     slid += 1
             return slid
 

@@ -29,9 +29,12 @@ def checksum(data: bytes) -> int:
     return int(xxhash.xxh3_64_intdigest(data))
 
 
+_PACK = struct.Struct("<II").pack
+
+
 def token_payload(token: int, position: int) -> bytes:
     """The default store's bytes for ``token`` at absolute ``position``."""
-    return struct.pack("<II", token & 0xFFFFFFFF, (position * 2654435761 + token) & 0xFFFFFFFF)
+    return _PACK(token & 0xFFFFFFFF, (position * 2654435761 + token) & 0xFFFFFFFF)
 
 
 def expected_payload(tokens: Sequence[int], depth: int, page_size: int) -> bytes:
@@ -93,10 +96,16 @@ class MemoryPageStore:
 
     def write_tokens(self, slot: int, depth: int, offset: int, tokens: Sequence[int]) -> None:
         """Store the payload of ``tokens`` at offsets ``offset..``."""
-        buf = self._slot(slot)
+        buf = self.data[slot]
+        if buf is None:
+            buf = self._slot(slot)
         base = depth * self.page_size + offset
-        chunk = b"".join(token_payload(t, base + i) for i, t in enumerate(tokens))
-        buf[offset * TOKEN_BYTES: offset * TOKEN_BYTES + len(chunk)] = chunk
+        if len(tokens) == 1:
+            chunk = token_payload(tokens[0], base)
+        else:
+            chunk = b"".join([token_payload(t, base + i) for i, t in enumerate(tokens)])
+        start = offset * TOKEN_BYTES
+        buf[start: start + len(chunk)] = chunk
 
     def compress(self, slot: int) -> None:
         """Mark the slot's compressed entry as built (no tensors in this store)."""
