@@ -25,6 +25,7 @@ class EngineConfig:
     "reference" (plain-torch references behind the same interface).  ``unsafe``: hash-only hits,
     no validation, no recovery, generation guard off (to show the drift it causes).
     ``release_windows``: free the window layers' raw KV of pages that slid out of the window.
+    ``pool_capacity``: pages the reuse pool may hold (default: all tiers together).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -46,6 +47,14 @@ class EngineConfig:
         if self.gpu_pages < 2:
             raise ValueError(f"EngineConfig.gpu_pages must be >= 2, got {self.gpu_pages}")
 
+    @property
+    def capacity(self) -> int:
+        """Reuse-pool capacity in pages: ``pool_capacity``, by default every tier's pages (a page
+        offloaded to host or disk stays cached)."""
+        if self.pool_capacity is not None:
+            return self.pool_capacity
+        return self.gpu_pages + self.host_pages + self.disk_pages
+
     def runtime_config(self) -> RuntimeConfig:
         """The CacheManager's configuration (C, W and top-k from the model)."""
         m = self.model
@@ -57,7 +66,7 @@ class EngineConfig:
             host_pages=self.host_pages,
             disk_pages=self.disk_pages,
             disk_dir=self.disk_dir,
-            pool_capacity=self.pool_capacity,
+            pool_capacity=self.capacity,
             prefetch_workers=self.prefetch_workers,
             auto_compress=False,
             auto_admit=True,
