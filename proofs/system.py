@@ -85,10 +85,10 @@ class TransitionSystem:
                 parts += [s[name] >= 0, s[name] < len(self.spec.objects[base].states)]
             elif kind == "int":
                 decl = self.spec.vars[base]
-                if decl.min is not None:
-                    parts.append(s[name] >= decl.min)
-                if decl.max is not None:
-                    parts.append(s[name] <= decl.max)
+                if decl.min_expr is not None:
+                    parts.append(s[name] >= self.terms.term(decl.min_expr, s, {}))
+                if decl.max_expr is not None:
+                    parts.append(s[name] <= self.terms.term(decl.max_expr, s, {}))
         return z3.And(parts)
 
     # -- transitions ---------------------------------------------------------------------------

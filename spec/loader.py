@@ -199,6 +199,8 @@ class _Loader:
             raise self.err(m, "type", f"variable '{key}': type must be int or bool, not '{vtype}'")
         lo = self.const_int(m, "min", key) if "min" in m else None
         hi = self.const_int(m, "max", key) if "max" in m else None
+        lo_expr = self.expr(m, "min", self.const_scope(), "int") if "min" in m else None
+        hi_expr = self.expr(m, "max", self.const_scope(), "int") if "max" in m else None
         if vtype == "bool" and (lo is not None or hi is not None):
             raise self.err(m, None, f"variable '{key}': a bool has no min or max")
         if "init" not in m:
@@ -212,7 +214,8 @@ class _Loader:
                 raise self.err(m, "init", f"variable '{key}': init {init} is outside [{lo}, {hi}]")
         if lo is not None and hi is not None and lo > hi:
             raise self.err(m, None, f"variable '{key}': min {lo} is above max {hi}")
-        self.vars[key] = VarDecl(key, vtype, scope, init, lo, hi, owner, Loc(decls.marks[key][0], decls.marks[key][1]))
+        self.vars[key] = VarDecl(key, vtype, scope, init, lo, hi, owner, Loc(decls.marks[key][0], decls.marks[key][1]),
+                                 lo_expr, hi_expr)
 
     def object_header(self, objs: YMap, key: str) -> None:
         self.name_ok(objs, key, "object")

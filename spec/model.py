@@ -24,6 +24,9 @@ class VarDecl:
     max: int | None = None
     owner: str | None = None
     loc: Loc = field(default=Loc(), compare=False)
+    min_expr: Expr | None = field(default=None, compare=False)
+    max_expr: Expr | None = field(default=None, compare=False)
+    """The bounds as written (free names: constants and ``pages``), for instances of other sizes."""
 
 
 @dataclass(frozen=True)
