@@ -29,7 +29,7 @@ from .lease import Lease, PartialSnapshot
 from .lookups import ReadView
 from .manager import CacheManager
 from .metrics import MetricsSnapshot
-from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Ready, RecoveryPlan, RecoveryReport
+from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, RecoveryReport
 from .recorder import Step
 from .store import MemoryPageStore, PageStore, expected_payload
 
@@ -57,6 +57,7 @@ __all__ = [
     "PageStore",
     "PartialSnapshot",
     "PinnedPageError",
+    "Probe",
     "ReadView",
     "Ready",
     "RecoveryPlan",

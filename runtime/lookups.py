@@ -34,6 +34,7 @@ from .plan import (
     LookupResult,
     Miss,
     NeedsRecovery,
+    Probe,
     Ready,
     RecoveryPlan,
     RecoveryReport,
@@ -97,6 +98,14 @@ class LookupOps(TieringOps):
                     if fn(view.names, view.arrays):
                         masks[p] |= 1 << i
         return masks
+
+    def _probe(self, tokens: Sequence[int], limit: int | None) -> Probe:
+        hit = self.index.nominal(tokens, limit)
+        masks = self._masks(hit)
+        eff = self.search.effective(masks, hit.tokens)
+        blocking = (frozenset(self._objects[k] for k, _ in self.search.blocking(masks, hit.tokens))
+                    if eff < hit.tokens else frozenset())
+        return Probe(hit.tokens, eff, blocking)
 
     def _lookup(self, tokens: Sequence[int], limit: int | None, owner: str | None) -> LookupResult:
         hit = self.index.nominal(tokens, limit)

@@ -25,7 +25,7 @@ from .integrity import check_integrity
 from .lease import Lease
 from .lookups import MAX_TOKEN, LookupOps, ReadView, check_tokens
 from .metrics import MetricsSnapshot
-from .plan import LookupResult, RecoveryPlan, RecoveryReport
+from .plan import LookupResult, Probe, RecoveryPlan, RecoveryReport
 from .recorder import Step
 
 
@@ -164,6 +164,11 @@ class CacheManager(LookupOps):
         with self.lock:
             return tuple(self._seq(seq_id).block)
 
+    def cached_pages(self) -> tuple[int, ...]:
+        """Pages in the reuse pool, least recently used first."""
+        with self.lock:
+            return tuple(self.pooled)
+
     def sequences(self) -> tuple[str, ...]:
         """Ids of the live sequences."""
         with self.lock:
@@ -194,7 +199,7 @@ class CacheManager(LookupOps):
             raise BadInputError(f"sequence {seq.sid!r}: {seq.frontier} + {len(tokens)} tokens exceeds "
                                 f"max_sequence_tokens {self.config.max_sequence_tokens}")
         c = self.C
-        fire = self._fire_append
+        fire = self._fire_own
         block = seq.block
         i, n = 0, len(tokens)
         while i < n:
@@ -279,6 +284,13 @@ class CacheManager(LookupOps):
             raise BadInputError(f"limit must be an int >= 0 or None, got {limit!r}")
         with self.lock:
             return self._lookup(toks, limit, owner)
+
+    def probe(self, tokens: Seq[int], *, limit: int | None = None) -> Probe:
+        """Nominal and effective hit of ``tokens`` and what blocks the nominal one; changes nothing
+        (no pins, no metrics)."""
+        toks = check_tokens(tokens)
+        with self.lock:
+            return self._probe(toks, limit)
 
     def recover(self, plan: RecoveryPlan, *, block: bool = True) -> RecoveryReport:
         """Carry out a plan: prefetch (waiting for the copies when ``block``), recompute, compress and

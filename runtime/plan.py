@@ -71,6 +71,16 @@ class RecoveryPlan:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """What a lookup would find, without pinning or counting anything: the nominal hit, the effective
+    hit and the objects that keep the nominal position from being readable."""
+
+    nominal: int
+    effective: int
+    blocking: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Miss:
     """Nothing of the request is reusable (``nominal`` is the hash-chain hit, possibly > 0 when
     recovering it would cost as much as a prefill)."""

@@ -92,19 +92,23 @@ class TieringOps(ManagerBase):
     def _reclaim_gpu(self, protect: frozenset[int] | set[int]) -> bool:
         """Free one GPU slot: offload (or drop) the least recently used page the spec lets go."""
         host = self.config.host_pages > 0
+        tried: set[int] = set()
         for lru in (self.cold, self.hot):
-            for pid in list(lru):
-                if pid in protect or pid in self.inflight:
-                    continue
-                if host and self.core.allowed("offload", pid):
+            while True:
+                victim = next((p for p in lru if p not in protect and p not in self.inflight and p not in tried
+                               and (self.core.allowed("offload", p) or self.core.allowed("drop", p))), None)
+                if victim is None:
+                    break
+                tried.add(victim)
+                if host and self.core.allowed("offload", victim):
                     try:
-                        self._offload(pid, "host", protect)
+                        self._offload(victim, "host", protect)
                         return True
                     except (GuardRefused, CapacityError):
                         pass
-                if self.core.allowed("drop", pid):
-                    self._drop(pid)
-                    self._collect(pid)
+                if self.core.allowed("drop", victim):
+                    self._drop(victim)
+                    self._collect(victim)
                     return True
         return False
 
