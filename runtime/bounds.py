@@ -1,9 +1,10 @@
 """Declared min/max of every variable, as expressions evaluated with the runtime's constants.
 
-The loader folds ``min``/``max`` with the checked instance (``frontier: max pages * C`` becomes 6
-for ``pages: 3, C: 2``).  The runtime needs the same bound at its own page size and for the view's
-page count, so it re-reads the declaration's expression text from the spec document and parses it
-with the spec's own parser.  If the document cannot be read the folded integers are used.
+``VarDecl.min``/``max`` are folded at the checked instance (``frontier: max pages * C`` is 6 for
+``pages: 3, C: 2``); the runtime needs the same bound at its own page size and for the view's page
+count, so it uses the declaration's ``min_expr``/``max_expr``.  For a Spec built without them, the
+expression text is re-read from the spec document and parsed with the spec's own parser; failing
+that, the folded integers are used.
 """
 
 from __future__ import annotations
@@ -68,10 +69,17 @@ def _parse(holder: Any, key: str, spec: Spec) -> Expr | None:
 
 def declared_bounds(spec: Spec) -> dict[str, Bound]:
     """Every integer variable's bound expressions (free names: constants and ``pages``)."""
-    decls = _decls(_document(spec), spec)
     out: dict[str, Bound] = {}
+    need_document = any(decl.type == "int" and (
+        (decl.min is not None and getattr(decl, "min_expr", None) is None)
+        or (decl.max is not None and getattr(decl, "max_expr", None) is None)) for decl in spec.vars.values())
+    decls = _decls(_document(spec), spec) if need_document else {}
     for name, decl in spec.vars.items():
         if decl.type != "int":
+            continue
+        lo_expr, hi_expr = getattr(decl, "min_expr", None), getattr(decl, "max_expr", None)
+        if (decl.min is None or lo_expr is not None) and (decl.max is None or hi_expr is not None):
+            out[name] = Bound(lo_expr, hi_expr)
             continue
         lo: Expr | None = None if decl.min is None else Const(decl.min)
         hi: Expr | None = None if decl.max is None else Const(decl.max)

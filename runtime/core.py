@@ -266,6 +266,11 @@ class Core:
         ocol, omask, oagg = self.write_plans[name][0]
         target = ev.target
         bound_cache: dict[tuple[int, int], Any] = {}
+        fns = [op[0] for op in ops]
+        checks = [(k, op[1], op[2]) for k, op in enumerate(ops) if op[1] is not None or op[2] is not None]
+        sys_writes = [(k, op[3]) for k, op in enumerate(ops) if op[4] is None]
+        page_writes = [(k, op[4], op[5], op[6]) for k, op in enumerate(ops) if op[4] is not None]
+        dirty = self.pages.dirty_agg
         for i, pid in enumerate(pids):
             page = info[pid]
             if owner_col[pid] not in sources or len(page.seqs) != 1:
@@ -279,19 +284,21 @@ class Core:
                 if not fn(n, cols):
                     self.fired[name] += i
                     return i
-            values = [op[0](n, cols) for op in ops]
-            for k, ((_, lo, hi, _t, _c, _m, _a), value) in enumerate(zip(ops, values, strict=True)):
+            values = [fn(n, cols) for fn in fns]
+            for k, lo, hi in checks:
+                value = values[k]
                 if lo is not None and value < (lo if lo.__class__ is int else lo(n, view.arrays)):
                     self.fired[name] += i
                     return i
                 if hi is not None:
-                    if hi.__class__ is not int:
+                    high: Any
+                    if hi.__class__ is int:
+                        high = hi
+                    else:
                         key = (k, n["pages"])  # a bound reads constants and the view's page count only
                         high = bound_cache.get(key)
                         if high is None:
                             high = bound_cache[key] = hi(n, view.arrays)
-                    else:
-                        high = hi
                     if value > high:
                         self.fired[name] += i
                         return i
@@ -299,16 +306,15 @@ class Core:
             if omask:
                 masks[pid] = None
             if oagg:
-                self.pages.dirty_agg.add(pid)
-            for (_, _lo, _hi, t, col, mflag, aflag), value in zip(ops, values, strict=True):
-                if col is None:
-                    n[t] = value
-                    continue
-                col[pid] = value
+                dirty.add(pid)
+            for k, t in sys_writes:
+                n[t] = values[k]
+            for k, col, mflag, aflag in page_writes:
+                col[pid] = values[k]
                 if mflag:
                     masks[pid] = None
                 if aflag:
-                    self.pages.dirty_agg.add(pid)
+                    dirty.add(pid)
         self.fired[name] += len(pids)
         return len(pids)
 

@@ -69,6 +69,38 @@ def scenario(m: CacheManager, rng: random.Random) -> None:
         m.free(f"r{i}")
 
 
+def random_ops(m: CacheManager, rng: random.Random, ops: int) -> None:
+    """Random operations on shared prefixes, refusals tolerated (they change nothing)."""
+    heads = [toks(0, 24), toks(0, 8) + toks(90, 16), toks(200, 24)]
+    for i in range(ops):
+        op = rng.randrange(8)
+        pages = sorted(m.pages.info)
+        seqs = sorted(m.sequences())
+        try:
+            if op == 0 or not seqs:
+                m.register(f"s{i}", rng.choice(heads)[: rng.randrange(3, 25)])
+            elif op == 1:
+                res = m.lookup(rng.choice(heads)[: rng.randrange(4, 25)])
+                if isinstance(res, NeedsRecovery):
+                    m.recover(res.plan)
+                elif isinstance(res, Ready):
+                    m.release(res.lease)
+            elif op == 2:
+                m.free(rng.choice(seqs))
+            elif op == 3 and pages:
+                m.offload(rng.choice(pages), rng.choice(["host", "disk"]))
+            elif op == 4 and pages:
+                m.prefetch(rng.choice(pages)).result()
+            elif op == 5 and pages:
+                m.drop(rng.choice(pages))
+            elif op == 6:
+                m.append(rng.choice(seqs), [rng.randrange(300) for _ in range(rng.randrange(1, 6))])
+            elif pages:
+                m.evict(rng.choice(pages))
+        except MorphcacheError:
+            pass
+
+
 def test_every_recorded_step_conforms(make_manager: Callable[..., CacheManager]) -> None:
     m = make_manager(record=True, **INSTANCE)
     scenario(m, random.Random(7))
@@ -108,10 +140,12 @@ def test_checker_rejects_steps_the_spec_forbids(tmp_path: Path,
 
 
 def test_steps_at_runtime_constants(make_manager: Callable[..., CacheManager]) -> None:
-    """With the runtime's own page size and window (C=4, W=6, longer sequences)."""
+    """With the runtime's own page size, window and pool (C=4, W=6, CAPACITY=8, longer sequences)."""
     m = make_manager(record=True)
-    m.register("a", toks(0, 9))
+    random_ops(m, random.Random(11), 60)
+    m.check_integrity()
     steps = m.steps()
+    assert len(steps) > 150
     probe = next(s for s in steps if s.event == "append" and s.before["frontier"] > 6)
     why = conformance.check_step(m.spec, m.constants, probe.before, probe.event, probe.args, probe.after)
     if why is not None and "domain" in why:
