@@ -85,7 +85,7 @@ class ManagerBase:
         self._gen_events = frozenset(n for n, e in self.cspec.events.items() if B.GEN in e.writes)
         plain = not ({"append", "seal"} & (self._pool_events | self._gen_events))
         self._fire_append = self.core.fire if plain else self._fire
-        self._fire_own = self.core.fire_own if plain else self._fire
+        self._fire_own = self.core.fast.fire_own if plain else self._fire
         self._objects = self.cspec.lookup.objects
         self._local_ready = [(i, self.cspec.lookup.ready[o]) for i, o in enumerate(self._objects)
                              if self.cspec.lookup.ready_local[o]]

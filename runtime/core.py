@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from collections.abc import Sequence as Seq
 from typing import Any
 
 from morphcache.spec.model import PAGE
@@ -35,6 +34,7 @@ from .errors import (
     TopologyError,
     ViewConflictError,
 )
+from .fastpath import FastPaths
 from .machines import MachineBackend, TableBackend
 from .pagetable import PageTable
 from .recorder import Recorder, Step
@@ -85,31 +85,7 @@ class Core:
         self.agg_contrib: dict[str, list[int]] = {name: [] for name in cspec.aggregates}
         self.agg_total: dict[str, int] = {name: 0 for name in cspec.aggregates}
         self.graph_idle = cspec.spec.objects[B.GRAPH].initial
-        self.memo: dict[tuple[Any, ...], Any] = {}
-        self.memo_reads: dict[str, list[list[Any]]] = {}
-        if not strict:
-            for name, ev in self.events.items():
-                constant_bounds = all(isinstance(e.lo, (int, type(None))) and isinstance(e.hi, (int, type(None)))
-                                      for e in ev.effects)
-                if ev.mode == LOCAL and not ev.params and constant_bounds:
-                    self.memo_reads[name] = [self.cols[v] for v in sorted(ev.reads)]
-        self.direct_plans: dict[str, tuple[CompiledEvent, frozenset[Any]]] = {}
-        self.direct_ops: dict[str, list[tuple[Any, ...]]] = {}
-        for name, ev in self.events.items():
-            if ev.direct and not ev.params and not strict and backend == "table":
-                sources = frozenset(s for (o, e, s) in self.table if e == name and o == ev.owner)
-                self.direct_plans[name] = (ev, sources)
-                self.direct_ops[name] = [
-                    (e.fn, e.lo, e.hi, e.target, None if e.system else self.cols[e.target],
-                     e.target in self.pages.mask_vars, e.target in self.pages.agg_vars) for e in ev.effects]
-        self.write_plans: dict[str, list[tuple[list[Any] | None, bool, bool]]] = {}
-        self.write_targets: dict[str, list[str]] = {}
-        for name, ev in self.events.items():
-            if ev.scope == PAGE:
-                targets = [ev.owner, *(e.target for e in ev.effects)]
-                self.write_plans[name] = [(self.cols.get(t), t in self.pages.mask_vars, t in self.pages.agg_vars)
-                                          for t in targets]  # col None: a system variable
-                self.write_targets[name] = targets
+        self.fast = FastPaths(self, backend)
 
     # -- views ------------------------------------------------------------------------------------
     def new_sequence(self, sid: str) -> Sequence:
@@ -193,15 +169,8 @@ class Core:
         if self.machine is None:
             if (ev.owner, name, state) not in self.table:
                 raise self._source_refusal(ev, pid, state, self._first_view(ev, pid, seq))
-            reads = self.memo_reads.get(name)
-            if reads is not None and not params and not rec:
-                self._fire_memo(ev, pid, state, reads)
+            if not params and not rec and self.fast.fire(ev, pid, state):
                 return
-            if ev.direct and not params and not rec and not self.strict:
-                seqs = self.pages.info[pid].seqs
-                if len(seqs) == 1:
-                    self._fire_direct1(ev, pid, next(iter(seqs.values())).view)  # type: ignore[attr-defined]
-                    return
             views = self._views(ev, pid, seq)
             page_w, sys_w = self._evaluate(ev, pid, views, params)
             target = ev.target
@@ -237,196 +206,6 @@ class Core:
         if rec:
             for v, before, args in befores:
                 self.recorder.add(Step(name, v.label, args, before, v.snapshot(self.cspec)))
-
-    def fire_own(self, name: str, pid: int, seq: Sequence) -> None:
-        """``fire(name, pid, seq)`` for a page that only ``seq`` holds (its page being written: open,
-        append, seal): the same source check, guard, bounds and effects on the direct path."""
-        plan = self.direct_plans.get(name)
-        if plan is None or self.recorder.enabled or len(self.pages.info[pid].seqs) != 1:
-            self.fire(name, pid, seq)
-            return
-        ev, sources = plan
-        if self.cols[ev.owner][pid] not in sources:
-            self.fire(name, pid, seq)  # raises the source-state refusal
-            return
-        self._fire_direct1(ev, pid, seq.view)
-
-    def fire_own_many(self, name: str, pids: Seq[int], seqs: Seq[Sequence]) -> int:
-        """``fire_own`` for many (page, sequence) pairs, e.g. one ``append`` per decoding sequence;
-        stops at the first pair that does not take the direct path or is refused and returns its index
-        (``len(pids)`` when all fired)."""
-        plan = self.direct_plans.get(name)
-        if plan is None or self.recorder.enabled:
-            return 0
-        ev, sources = plan
-        owner_col = self.cols[ev.owner]
-        conj = [c.fn for c in ev.conjuncts]
-        ops = self.direct_ops[name]
-        info, cols, masks = self.pages.info, self.cols, self.pages.masks
-        ocol, omask, oagg = self.write_plans[name][0]
-        target = ev.target
-        bound_cache: dict[tuple[int, int], Any] = {}
-        fns = [op[0] for op in ops]
-        checks = [(k, op[1], op[2]) for k, op in enumerate(ops) if op[1] is not None or op[2] is not None]
-        sys_writes = [(k, op[3]) for k, op in enumerate(ops) if op[4] is None]
-        page_writes = [(k, op[4], op[5], op[6]) for k, op in enumerate(ops) if op[4] is not None]
-        dirty = self.pages.dirty_agg
-        for i, pid in enumerate(pids):
-            page = info[pid]
-            if owner_col[pid] not in sources or len(page.seqs) != 1:
-                self.fired[name] += i
-                return i
-            view = seqs[i].view
-            n = view.names
-            n["p"] = page.depth
-            n[PID] = pid
-            for fn in conj:
-                if not fn(n, cols):
-                    self.fired[name] += i
-                    return i
-            values = [fn(n, cols) for fn in fns]
-            for k, lo, hi in checks:
-                value = values[k]
-                if lo is not None and value < (lo if lo.__class__ is int else lo(n, view.arrays)):
-                    self.fired[name] += i
-                    return i
-                if hi is not None:
-                    high: Any
-                    if hi.__class__ is int:
-                        high = hi
-                    else:
-                        key = (k, n["pages"])  # a bound reads constants and the view's page count only
-                        high = bound_cache.get(key)
-                        if high is None:
-                            high = bound_cache[key] = hi(n, view.arrays)
-                    if value > high:
-                        self.fired[name] += i
-                        return i
-            ocol[pid] = target  # type: ignore[index]
-            if omask:
-                masks[pid] = None
-            if oagg:
-                dirty.add(pid)
-            for k, t in sys_writes:
-                n[t] = values[k]
-            for k, col, mflag, aflag in page_writes:
-                col[pid] = values[k]
-                if mflag:
-                    masks[pid] = None
-                if aflag:
-                    dirty.add(pid)
-        self.fired[name] += len(pids)
-        return len(pids)
-
-    def _fire_direct1(self, ev: CompiledEvent, pid: int, view: View) -> None:
-        """A view event on a page held by one sequence (the decode hot path): guard, bounds and
-        effects evaluated against the page table directly, then applied."""
-        n, cols = view.names, self.cols
-        n["p"] = self.pages.info[pid].depth
-        n[PID] = pid
-        for c in ev.conjuncts:
-            if not c.fn(n, cols):
-                self.refused[ev.name] += 1
-                raise self._refusal(ev, pid, view)
-        ops = self.direct_ops[ev.name]
-        values = [fn(n, cols) for fn, *_ in ops]
-        for (_, lo, hi, target, _col, _m, _a), value in zip(ops, values, strict=True):
-            if (lo is not None and (lo.__class__ is not int or value < lo)) or (
-                    hi is not None and (hi.__class__ is not int or value > hi)):
-                self._bounds(ev, target, lo, hi, value, pid, view)
-        masks = self.pages.masks
-        col, mflag, aflag = self.write_plans[ev.name][0]
-        col[pid] = ev.target  # type: ignore[index]
-        if mflag:
-            masks[pid] = None
-        if aflag:
-            self.pages.dirty_agg.add(pid)
-        for (_, _lo, _hi, target, col, mflag, aflag), value in zip(ops, values, strict=True):
-            if col is None:
-                n[target] = value
-                continue
-            col[pid] = value
-            if mflag:
-                masks[pid] = None
-            if aflag:
-                self.pages.dirty_agg.add(pid)
-        self.fired[ev.name] += 1
-
-    def _fire_memo(self, ev: CompiledEvent, pid: int, state: Any, reads: list[list[Any]]) -> None:
-        """A local event: its outcome is a function of the page's own values, so it is evaluated once
-        per distinct input (with the compiled guard and effects) and remembered."""
-        hit = self._memo_hit(ev, pid, state, reads)
-        if hit is False:
-            self.refused[ev.name] += 1
-            raise self._refusal(ev, pid, self._first_view(ev, pid, None))
-        assert isinstance(hit, tuple)
-        self._memo_apply(ev, pid, hit)
-        self.fired[ev.name] += 1
-
-    def _memo_hit(self, ev: CompiledEvent, pid: int, state: Any, reads: list[list[Any]]
-                  ) -> tuple[Any, ...] | bool:
-        key = (ev.name, state, *[col[pid] for col in reads])
-        hit: tuple[Any, ...] | bool | None = self.memo.get(key)
-        if hit is None:
-            try:
-                page_w, _ = self._evaluate(ev, pid, [self.gview], None)
-                hit = tuple(value for _, _, value in page_w)
-            except GuardRefused:
-                hit = False
-            if len(self.memo) > 100_000:
-                self.memo.clear()
-            self.memo[key] = hit
-        return hit
-
-    def _memo_apply(self, ev: CompiledEvent, pid: int, values: tuple[Any, ...]) -> None:
-        masks, dirty = self.pages.masks, self.pages.dirty_agg
-        for (col, mflag, aflag), value in zip(self.write_plans[ev.name], (ev.target, *values), strict=True):
-            assert col is not None
-            col[pid] = value
-            if mflag:
-                masks[pid] = None
-            if aflag:
-                dirty.add(pid)
-
-    def fire_batch(self, names: str | list[str], pids: Seq[int]) -> int:
-        """Fire local events on many pages (``names`` one event, or one per page); stops at the first
-        refusal and returns its index (``len(pids)`` when all fired).  Call ``fire`` on the refused page
-        to get the refusal."""
-        single = isinstance(names, str)
-        if not single or self.machine is not None or self.recorder.enabled or names not in self.memo_reads:
-            for i, pid in enumerate(pids):
-                try:
-                    self.fire(names if isinstance(names, str) else names[i], pid)
-                except GuardRefused:
-                    return i
-            return len(pids)
-        assert isinstance(names, str)
-        ev = self.events[names]
-        reads = self.memo_reads[names]
-        owner, target = ev.owner, ev.target
-        owner_col = self.cols[owner]
-        table, memo = self.table, self.memo
-        plan = self.write_plans[names]
-        masks, dirty = self.pages.masks, self.pages.dirty_agg
-        for i, pid in enumerate(pids):
-            state = owner_col[pid]
-            if (owner, names, state) not in table:
-                self.fired[names] += i
-                return i
-            hit = memo.get((names, state, *[col[pid] for col in reads]))
-            if hit is None:
-                hit = self._memo_hit(ev, pid, state, reads)
-            if hit is False or hit is True:
-                self.fired[names] += i
-                return i
-            for (col, mflag, aflag), value in zip(plan, (target, *hit), strict=True):
-                col[pid] = value  # type: ignore[index]
-                if mflag:
-                    masks[pid] = None
-                if aflag:
-                    dirty.add(pid)
-        self.fired[names] += len(pids)
-        return len(pids)
 
     def _first_view(self, ev: CompiledEvent, pid: int, seq: Sequence | None) -> View:
         if ev.mode == LOCAL or ev.mode == GLOBAL:

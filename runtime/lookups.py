@@ -180,7 +180,7 @@ class LookupOps(TieringOps):
 
     def _acquire(self, full: tuple[int, ...], pos: int, owner: str | None,
                  partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
-        done = self.core.fire_batch("acquire", full)
+        done = self.core.fast.fire_batch("acquire", full)
         if done < len(full):
             self._unpin(full[:done])
             self._fire("acquire", full[done])  # raises the spec's refusal
@@ -193,7 +193,7 @@ class LookupOps(TieringOps):
     def _unpin(self, pids: Sequence[int]) -> None:
         pin = self.cols[B.PIN]
         names = ["release_last" if pin[pid] == 1 else "release" for pid in pids]
-        done = self.core.fire_batch(names, pids)
+        done = self.core.fast.fire_batch(names, pids)
         if done < len(pids):
             self._fire(names[done], pids[done])  # raises the spec's refusal
 
