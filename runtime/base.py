@@ -157,7 +157,7 @@ class ManagerBase:
         """
         m = self.pages.masks[pid]
         if m is None:
-            key = tuple([col[pid] for col in self._ready_cols])
+            key = tuple([col[pid] for col in self._ready_cols])  # the values the ready predicates read
             m = self._mask_memo.get(key)
             if m is None:
                 names = self._pnames

@@ -89,7 +89,8 @@ class LookupOps(TieringOps):
         return sequence_view("lookup view", self.cspec, self.cols, list(hit.pages), {B.FRONTIER: hit.tokens})
 
     def _masks(self, hit: NominalHit) -> list[int]:
-        masks = [self._mask(pid) for pid in hit.pages]
+        cached = self.pages.masks
+        masks = [m if (m := cached[pid]) is not None else self._mask(pid) for pid in hit.pages]
         if self._nonlocal_ready:
             view = self._lookup_view(hit)
             for p in range(len(masks)):
