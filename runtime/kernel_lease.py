@@ -13,7 +13,7 @@ One row per lease::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -38,8 +38,8 @@ class RuntimeKernelLease(KernelLease):
         self.seq_lens = seq_lens
 
     @classmethod
-    def build(cls, manager: LookupOps, leases: list[Lease]) -> RuntimeKernelLease:
-        """Rows from the leases' pages (call under the manager's lock)."""
+    def build(cls, manager: LookupOps, leases: list[Lease], device: Any = "cpu") -> RuntimeKernelLease:
+        """Rows from the leases' pages (call under the manager's lock), as tensors on ``device``."""
         rows: list[list[int]] = []
         gens: list[list[int]] = []
         lens: list[int] = []
@@ -55,7 +55,8 @@ class RuntimeKernelLease(KernelLease):
             if r:
                 table[i, : len(r)] = torch.tensor(r, dtype=torch.int32)
                 gtab[i, : len(g)] = torch.tensor(g, dtype=torch.int32)
-        return cls(manager, leases, table, gtab, torch.tensor(lens, dtype=torch.int32))
+        lens_t = torch.tensor(lens, dtype=torch.int32)
+        return cls(manager, leases, table.to(device), gtab.to(device), lens_t.to(device))
 
     def check_live(self) -> None:
         """Raise (LeaseReleasedError, StaleLeaseError ...) unless every lease re-validates now."""

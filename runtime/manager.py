@@ -76,13 +76,14 @@ class CacheManager(WritingOps):
         with self.lock:
             self._release(self._own(lease))
 
-    def kernel_lease(self, leases: Iterable[Lease]) -> Any:
-        """A ``KernelLease`` (block table, generations, lengths as int32 tensors) for the read kernels."""
+    def kernel_lease(self, leases: Iterable[Lease], device: Any = "cpu") -> Any:
+        """A ``KernelLease`` (block table, generations, lengths as int32 tensors on ``device``, the
+        device of the engine's page pools) for the read kernels."""
         from .kernel_lease import RuntimeKernelLease
 
         with self.lock:
             owned = [self._own(lease) for lease in leases]
-            return RuntimeKernelLease.build(self, owned)
+            return RuntimeKernelLease.build(self, owned, device)
 
     # -- morphology, window, tiers ------------------------------------------------------------------
     def compress(self, pid: int) -> None:
