@@ -29,6 +29,7 @@ from .errors import CapacityError, GuardRefused, UnknownPageError, UnknownSequen
 from .index import ROOT_HASH, PrefixIndex
 from .lease import Lease
 from .metrics import Metrics
+from .pagetable import PageInfo
 from .search import HitSearch
 from .store import MemoryPageStore, PageStore
 from .tiers import DiskTier, HostTier, SlotPool
@@ -102,14 +103,11 @@ class ManagerBase:
             raise UnknownSequenceError(f"no live sequence with id {sid!r}")
         return seq
 
-    def _info(self, pid: object):  # type: ignore[no-untyped-def]
-        info = self.pages.info.get(pid) if isinstance(pid, int) else None  # type: ignore[call-overload]
+    def _info(self, pid: object) -> PageInfo:
+        info = self.pages.info.get(pid) if isinstance(pid, int) and not isinstance(pid, bool) else None
         if info is None:
             raise UnknownPageError(f"no live page with id {pid!r}")
         return info
-
-    def _state(self, pid: int, name: str) -> object:
-        return self.cols[name][pid]
 
     def _fire(self, name: str, pid: int | None = None, seq: Sequence | None = None) -> None:
         """Fire a spec event and keep the manager's derived sets in step with what it wrote."""

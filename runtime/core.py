@@ -44,13 +44,12 @@ from .views import View, sequence_view
 class Sequence:
     """A live sequence: its id, its view (block table + system state) and its runtime bookkeeping."""
 
-    __slots__ = ("sid", "view", "slide_next", "tick")
+    __slots__ = ("sid", "view", "slide_next")
 
     def __init__(self, sid: str, view: View) -> None:
         self.sid = sid
         self.view = view
         self.slide_next = 0  # first block index not yet proposed for ``slide``
-        self.tick = 0
 
     @property
     def block(self) -> list[int]:
