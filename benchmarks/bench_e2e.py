@@ -47,6 +47,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="largest prefix whose cached path is measured with the Triton ops")
     p.add_argument("--check", type=int, default=1024, help="golden check up to this prefix length")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads on CPU (default 1)")
     return p.parse_args(argv)
 
 
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        torch.set_num_threads(args.threads)
     from morphcache.engine.interpreter import enable_fast_interpreter
 
     fast = enable_fast_interpreter()

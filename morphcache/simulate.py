@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kernels: the Triton kernels (default) or their plain-torch references")
     e.add_argument("--unsafe", action="store_true",
                    help="hash-only hits: no validation, no recovery, generation guard off")
+    e.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads on CPU (default 1: the model's tensors are tiny)")
     o = p.add_argument_group("output")
     o.add_argument("--sample-every", type=int, default=1,
                    help="compare every N-th request with the golden forward (default 1; 0: none)")
@@ -91,7 +93,7 @@ def simulate_main(argv: list[str]) -> int:
     """Run ``morphcache simulate``; 0 when every sampled request matched the golden forward (always 0
     with ``--unsafe``, whose point is to show the drift), 1 otherwise, 2 on bad arguments."""
     args = build_parser().parse_args(argv)
-    for name in ("conversations", "turns", "limit", "block_tokens", "max_blocks", "gpu_pages"):
+    for name in ("conversations", "turns", "limit", "block_tokens", "max_blocks", "gpu_pages", "threads"):
         if getattr(args, name) < 1:
             print(f"morphcache simulate: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
             return 2
@@ -99,6 +101,7 @@ def simulate_main(argv: list[str]) -> int:
 
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        torch.set_num_threads(args.threads)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -116,7 +119,8 @@ def simulate_main(argv: list[str]) -> int:
         return 2
     device = "cuda" if torch.cuda.is_available() else "cpu"
     interp = os.environ.get("TRITON_INTERPRET") == "1"
-    notes = notes + (f"device {device}" + (" (Triton interpreter)" if interp and args.ops == "triton" else ""),)
+    notes = notes + (f"device {device}" + (" (Triton interpreter)" if interp and args.ops == "triton" else "")
+                     + ("" if device == "cuda" else f", {torch.get_num_threads()} torch thread(s)"),)
     if args.unsafe:
         notes = notes + ("unsafe: every hash hit is trusted, so effective = nominal by construction; "
                          "the drift row shows what that costs",)

@@ -21,11 +21,16 @@ from morphcache.model import HybridModel, ModelConfig  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def fast_interpreter() -> Iterator[None]:
-    """The interpreter speed-up for the engine tests only (other test packages run it unpatched)."""
+def fast_cpu() -> Iterator[None]:
+    """For the engine tests only: the interpreter speed-up, and one intra-op torch thread on CPU (the
+    model's tensors are tiny; a second thread costs more than it brings)."""
+    threads = torch.get_num_threads()
+    if not torch.cuda.is_available():
+        torch.set_num_threads(1)
     enable_fast_interpreter()
     yield
     disable_fast_interpreter()
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -156,3 +156,33 @@ def run_workload(engine: Engine, builders: list[Any], *, check: bool = True) -> 
         if check:
             engine.check_integrity()
     return log
+
+
+ACTIONS = ("host", "disk", "corrupt", "recompress", "drop")
+
+
+def random_workload(seed: int, requests: int) -> list[Any]:
+    """Unscripted steps: each prompt cuts a root or an earlier request at a random point (often
+    inside a page) and appends 1-20 new tokens; before a step, with probability 0.4, a random tier
+    action hits a random page of an earlier request."""
+    rng = random.Random(seed)
+    roots = [_rand(rng, rng.randint(40, 120)) for _ in range(3)]
+    plan = []
+    for i in range(requests):
+        pick = rng.randrange(len(roots) + i)
+        cut = rng.random()
+        new = _rand(rng, rng.randint(1, 20))
+        decode = rng.choice((0, 0, 1, 2))
+        chaos: tuple[Action, ...] = ()
+        if i and rng.random() < 0.4:
+            chaos = ((rng.choice(ACTIONS), rng.randrange(i), rng.randrange(8)),)
+        plan.append((pick, cut, new, decode, chaos))
+
+    def builder(pick: int, cut: float, new: list[int], decode: int, chaos: tuple[Action, ...]) -> Any:
+        def build(h: list[ServeResult]) -> Step:
+            base = roots[pick] if pick < len(roots) else list(h[pick - len(roots)].tokens)
+            return Step(tuple(base[: max(1, int(cut * len(base)))] + new), decode, chaos)
+
+        return build
+
+    return [builder(*p) for p in plan]

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from eng_helpers import TOL, C, RunLog, chaos_workload, make_engine, run_workload
+from eng_helpers import TOL, C, RunLog, chaos_workload, make_engine, random_workload, run_workload
 
 from morphcache.engine import Engine
 from morphcache.model import HybridModel
@@ -96,3 +96,14 @@ def test_reference_ops_serve_the_same_workload(model: HybridModel, tmp_path: Pat
         engine.close()
     assert max(log.diffs) <= TOL, log.diffs
     assert engine.ops.name == "reference"
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_random_workloads_with_reference_ops(model: HybridModel, tmp_path: Path, seed: int) -> None:
+    engine = make_engine(model, tmp_path, ops="reference", gpu_pages=12, host_pages=4, disk_pages=6)
+    try:
+        log = run_workload(engine, random_workload(seed, 30))
+    finally:
+        engine.close()
+    assert max(log.diffs) <= TOL, log.diffs
+    assert sum(r.report.reused for r in log.results) > 0
