@@ -38,7 +38,7 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
         m.free(f"p{k}")
     known = {pid: (tuple(m.page_state(pid)["tokens"]), m.page_state(pid)["depth"]) for pid in m.pages.info}
     stop = threading.Event()
-    counts = {"reads": 0, "bad": 0, "stale": 0, "moves": 0, "errors": 0}
+    counts = {"reads": 0, "bad": 0, "stale": 0, "moves": 0, "errors": 0, "crashed": 0}
     errors: list[str] = []
     lock = threading.Lock()
 
@@ -96,8 +96,18 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
             finally:
                 m.release(lease)
 
-    threads = [threading.Thread(target=offloader)] + [
-        threading.Thread(target=reader, args=(i,)) for i in range(readers)]
+    def guarded(body: Callable[..., None], *args: object) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                body(*args)
+            except BaseException as exc:  # a dead thread must fail the test, not hide
+                bump("crashed")
+                errors.append(f"{body.__name__}: {exc!r}")
+                stop.set()
+        return run
+
+    threads = [threading.Thread(target=guarded(offloader))] + [
+        threading.Thread(target=guarded(reader, i)) for i in range(readers)]
     for t in threads:
         t.start()
     time.sleep(seconds)
@@ -115,7 +125,7 @@ def test_offloader_and_readers(make_manager: Callable[..., CacheManager]) -> Non
     m = make_manager(gpu_pages=24, host_pages=12, disk_pages=12, pool_capacity=64, window=64)
     counts = run_scenario(m)
     assert counts["reads"] > 50 and counts["moves"] > 50, counts
-    assert counts["bad"] == 0 and counts["stale"] == 0 and counts["lost"] == 0 and counts["errors"] == 0, counts
+    assert counts["bad"] == counts["stale"] == counts["lost"] == counts["errors"] == counts["crashed"] == 0, counts
     m.check_integrity()
     for tokens in PREFIXES:  # every page is still there, on some tier
         assert m.index.nominal(tokens).tokens == len(tokens)
