@@ -111,6 +111,9 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
     for t in threads:
         t.start()
     time.sleep(seconds)
+    deadline = time.monotonic() + 20  # on a loaded machine, run until enough happened
+    while time.monotonic() < deadline and not stop.is_set() and (counts["reads"] < 200 or counts["moves"] < 200):
+        time.sleep(0.05)
     stop.set()
     for t in threads:
         t.join()
