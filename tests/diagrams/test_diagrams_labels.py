@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from diagram_dot import edges, guard_part, nodes
+
 from morphcache.spec.expr import render
+from morphcache.spec.loader import load_spec
 from morphcache.spec.model import Spec
+
+SHIPPED = Path(__file__).resolve().parents[2] / "spec" / "hybrid.yaml"
 
 from morphcache.diagrams import lifecycle_dot, overview_dot
 from morphcache.diagrams.labels import effect_text, unwrap, wrap_and
@@ -51,11 +57,23 @@ def test_foreign_writes_are_dashed_edges_from_any(spec: Spec) -> None:
     assert [(e.tail, e.head, e.attrs["style"]) for e in recompute] == [("tail/any", "tail.sealed", "dashed")]
     window = edges(lifecycle_dot(spec, "window"))
     foreign = {(e.head, e.label.split(" [")[0]) for e in window if e.tail == "window/any"}
+    assert foreign == {("window.live", "tail.open"), ("window.live", "tier.recompute")}
+    assert not [e for e in edges(lifecycle_dot(spec, "graph")) if e.tail == "graph/any"]
+
+
+def test_a_conditional_foreign_write_is_one_edge_per_branch(tmp_path: Path) -> None:
+    variant = tmp_path / "conditional.yaml"
+    variant.write_text(
+        f"extends: {SHIPPED}\n"
+        "objects:\n  tier:\n    events:\n      recompute:\n        effects:\n"
+        "          \"window[p]\": \"'live' if (p + 1) * C + W > frontier else 'expired'\"\n"
+    )
+    window = edges(lifecycle_dot(load_spec(variant), "window"))
+    foreign = {(e.head, e.label.split(" [")[0]) for e in window if e.tail == "window/any"}
     assert foreign == {("window.live", "tail.open"), ("window.live", "tier.recompute"),
                        ("window.expired", "tier.recompute")}
     conditional = [e for e in window if e.tail == "window/any" and e.head == "window.expired"]
     assert conditional[0].label.replace("\n", " ") == "tier.recompute [(p + 1) * C + W <= frontier]"
-    assert not [e for e in edges(lifecycle_dot(spec, "graph")) if e.tail == "graph/any"]
 
 
 def test_overview_has_a_cluster_per_object_and_guard_links(spec: Spec) -> None:
