@@ -10,67 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from morphcache.spec.expr import (
-    Binary,
-    BoolOp,
-    Compare,
     Const,
     Expr,
-    IfExp,
-    Implies,
     Index,
-    InSet,
     Name,
     Reduce,
-    Unary,
+    children,
+    rebuild,
     substitute,
 )
 from morphcache.spec.interp import evaluate
-
-
-def children(e: Expr) -> tuple[Expr, ...]:
-    """The direct sub-expressions of ``e``."""
-    if isinstance(e, (Const, Name)):
-        return ()
-    if isinstance(e, Index):
-        return (e.index,)
-    if isinstance(e, Unary):
-        return (e.operand,)
-    if isinstance(e, (Binary, Compare, Implies)):
-        return (e.left, e.right)
-    if isinstance(e, InSet):
-        return (e.item, *e.options)
-    if isinstance(e, BoolOp):
-        return e.values
-    if isinstance(e, IfExp):
-        return (e.cond, e.then, e.other)
-    if isinstance(e, Reduce):
-        return (e.body,)
-    raise TypeError(f"not an expression node: {e!r}")
-
-
-def rebuild(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
-    """``e`` with ``f`` applied to each direct sub-expression."""
-    if isinstance(e, (Const, Name)):
-        return e
-    if isinstance(e, Index):
-        return Index(e.name, f(e.index), e.loc)
-    if isinstance(e, Unary):
-        return Unary(e.op, f(e.operand), e.loc)
-    if isinstance(e, Binary):
-        return Binary(e.op, f(e.left), f(e.right), e.loc)
-    if isinstance(e, Compare):
-        return Compare(e.op, f(e.left), f(e.right), e.loc)
-    if isinstance(e, InSet):
-        return InSet(f(e.item), tuple(f(o) for o in e.options), e.negated, e.loc)
-    if isinstance(e, BoolOp):
-        return BoolOp(e.op, tuple(f(v) for v in e.values), e.loc)
-    if isinstance(e, Implies):
-        return Implies(f(e.left), f(e.right), e.loc)
-    if isinstance(e, IfExp):
-        return IfExp(f(e.cond), f(e.then), f(e.other), e.loc)
-    if isinstance(e, Reduce):
-        return Reduce(e.kind, e.var, f(e.body), e.loc)
-    raise TypeError(f"not an expression node: {e!r}")
 
 
 def free_names(e: Expr, bound: frozenset[str] = frozenset()) -> set[str]:
