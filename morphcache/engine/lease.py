@@ -45,7 +45,7 @@ class SequenceLease(KernelLease):
             if pid not in pinned:
                 self.own.append((pid, slot, gen))
         self.slots: tuple[int, ...] = tuple(slots)
-        self.runtime = manager.kernel_lease([runtime_lease]) if runtime_lease is not None else None
+        self.runtime = manager.kernel_lease([runtime_lease], device) if runtime_lease is not None else None
         self.block_table = torch.tensor([slots or [-1]], dtype=torch.int32, device=device)
         self.lease_generations = torch.tensor([gens or [0]], dtype=torch.int32, device=device)
         self.seq_lens = torch.tensor([manager.frontier(seq_id)], dtype=torch.int32, device=device)
