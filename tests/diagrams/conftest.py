@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from morphcache.spec.loader import load_spec
 from morphcache.spec.model import Spec
 

@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from morphcache.diagrams import TraceStep
 from morphcache.spec.interp import compile_expr
 from morphcache.spec.model import PAGE, Spec
-
-from morphcache.diagrams import TraceStep
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "spec" / "hybrid.yaml"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from diagram_dot import edges, nodes
 from diagram_sim import run
-from morphcache.spec.model import Spec
 
 from morphcache.diagrams import TraceStep, counterexample_dot, write_counterexample
 from morphcache.diagrams import output as output_mod
+from morphcache.spec.model import Spec
 
 CALLS = [("open", {"p": 0}), ("append", {"p": 0}), ("seal", {"p": 0}), ("begin_compress", {"p": 0}),
          ("finish_compress", {"p": 0}), ("release_tail", {"p": 0}), ("offload", {"p": 0}),

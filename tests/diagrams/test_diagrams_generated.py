@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagram_sim import COMMITTED, SHIPPED
-from morphcache.spec.expr import render
-from morphcache.spec.loader import load_spec
-from morphcache.spec.model import Spec
 
 from morphcache.diagrams import diagram_sources, write_all
 from morphcache.diagrams.labels import event_label
+from morphcache.spec.expr import render
+from morphcache.spec.loader import load_spec
+from morphcache.spec.model import Spec
 
 REGENERATE = "python -m morphcache.diagrams spec/hybrid.yaml diagrams"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from diagram_sim import SHIPPED
-from morphcache.spec.model import Spec
 
 from morphcache.diagrams import diagram_main, lifecycle_dot
 from morphcache.diagrams import output as output_mod
 from morphcache.diagrams.output import write_diagrams
+from morphcache.spec.model import Spec
 
 
 def test_bad_spec_gives_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
