@@ -6,14 +6,13 @@ from pathlib import Path
 
 from diagram_dot import edges, guard_part, nodes
 
+from morphcache.diagrams import lifecycle_dot, overview_dot
+from morphcache.diagrams.labels import effect_text, unwrap, wrap_and
 from morphcache.spec.expr import render
 from morphcache.spec.loader import load_spec
 from morphcache.spec.model import Spec
 
 SHIPPED = Path(__file__).resolve().parents[2] / "spec" / "hybrid.yaml"
-
-from morphcache.diagrams import lifecycle_dot, overview_dot
-from morphcache.diagrams.labels import effect_text, unwrap, wrap_and
 
 
 def test_guard_label_equals_render(spec: Spec) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from morphcache.kernels import (
     AliasingError,
     AlignmentError,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+
 from morphcache.kernels import (
     LeaseRequiredError,
     StaleReadError,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from morphcache.kernels import (
     compressed_read,
     indexer_topk,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+
 from morphcache.kernels import (
     reference_compressed_read,
     reference_gather_pages,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from morphcache.kernels import (
     compress,
     compressed_read,
