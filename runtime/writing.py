@@ -217,8 +217,8 @@ class WritingOps(LookupOps):
         ph = self._parent_hash(block)
         pid = self.pages.alloc(len(block), parent, ph)
         info = self.pages.info[pid]
-        try:
-            slot = self._take_slot(pid, {pid})
+        try:  # the sequence's own pages stay: their KV may not be written yet, and its reads need them
+            slot = self._take_slot(pid, {pid, *block})
         except BaseException:
             self.pages.release(pid)
             raise

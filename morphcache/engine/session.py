@@ -33,7 +33,7 @@ from morphcache.engine.recovery import HitOutcome, resolve_hit
 from morphcache.engine.repair import write_back
 from morphcache.engine.report import RequestReport
 from morphcache.kernels import KernelLease
-from morphcache.runtime import GuardRefused, Lease, MorphcacheError, StaleLeaseError
+from morphcache.runtime import CapacityError, GuardRefused, Lease, MorphcacheError, StaleLeaseError
 
 if TYPE_CHECKING:
     from morphcache.engine.engine import Engine
@@ -125,6 +125,9 @@ class Session:
         start = m.frontier(self.seq_id)
         try:
             m.append(self.seq_id, list(tokens))
+        except CapacityError as exc:  # no GPU slot without moving one of this request's own pages
+            self._abandon(str(exc))
+        try:
             lease = self._kernel_lease()
             logits = forward_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, start, tokens)
         except BaseException as exc:
