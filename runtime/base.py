@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from morphcache.spec import loader
 from morphcache.spec.loader import load_spec
 from morphcache.spec.model import Spec
 
@@ -34,14 +35,12 @@ from .search import HitSearch
 from .store import MemoryPageStore, PageStore
 from .tiers import DiskTier, HostTier, SlotPool
 
-SHIPPED_SPEC = Path(__file__).resolve().parent.parent / "spec" / "hybrid.yaml"
+SHIPPED_SPEC = Path(loader.__file__).resolve().parent / "hybrid.yaml"  # installed beside morphcache.spec
 
 
 def _load(spec: Spec | str | Path | None) -> Spec:
     if spec is None:
-        from morphcache import spec as spec_pkg
-
-        return load_spec(Path(spec_pkg.__file__).resolve().parent / "hybrid.yaml")
+        return load_spec(SHIPPED_SPEC)
     if isinstance(spec, Spec):
         return spec
     return load_spec(spec)
