@@ -63,8 +63,11 @@ def shortest_counterexamples(ts: TransitionSystem, props: list[Property], max_de
                              assumed: list[Property] | None = None) -> dict[str, Trace]:
     """For each of ``props``, a shortest violating trace of at most ``max_depth`` steps, if any.
 
-    One unrolling serves every property: at each depth each still-unrefuted property is tried.
-    ``assumed`` are invariants already proved (asserted in every unrolled state).
+    One unrolling serves every property.  At each depth one query asks whether any pending property
+    fails in the last state; each model found refutes the properties it breaks (at this depth, so
+    their traces are shortest), and the query is repeated for the rest until it is unsatisfiable.
+    Every pending property held in all shallower states (else it would have been found there), so
+    they are assumed before the last state.  ``assumed`` are invariants already proved.
     """
     unrolling = Unrolling(ts, limits, assumed)
     found: dict[str, Trace] = {}
@@ -76,11 +79,19 @@ def shortest_counterexamples(ts: TransitionSystem, props: list[Property], max_de
             unrolling.extend()
         if progress:
             progress(f"bmc: depth {depth}, {len(pending)} properties")
-        for prop in pending:
-            model = unrolling.violation(z3.Not(ts.holds(prop, unrolling.states[-1])),
-                                        lambda s, prop=prop: ts.holds(prop, s))
-            if model is not None:
+        last = unrolling.states[-1]
+
+        def held(s: dict[str, Any], earlier: tuple[Property, ...] = tuple(pending)) -> Any:
+            return z3.And([ts.holds(p, s) for p in earlier])
+
+        while pending:
+            model = unrolling.violation(z3.Or([z3.Not(ts.holds(p, last)) for p in pending]), held)
+            if model is None:
+                break
+            broken = [p for p in pending if z3.is_false(model.eval(ts.holds(p, last), model_completion=True))]
+            for prop in broken:
                 found[prop.name] = read_trace(ts, model, unrolling.states, prop)
+            pending = [p for p in pending if p not in broken]
     return found
 
 
