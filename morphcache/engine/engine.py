@@ -24,7 +24,7 @@ import torch
 
 from morphcache.engine.config import EngineConfig
 from morphcache.engine.hashonly import HashOnlyIndex
-from morphcache.engine.ops import AttentionOps, make_ops
+from morphcache.engine.ops import AttentionOps, layout_alignment, make_ops
 from morphcache.engine.pools import PagePools
 from morphcache.engine.report import ServeResult
 from morphcache.engine.session import Session
@@ -56,7 +56,8 @@ class Engine:
         # one lock for both planes: the prefetch worker takes the manager's lock, then writes the pools;
         # the forward writes the pools and re-validates leases through the manager
         self.store.lock = self.manager.lock
-        self.ops: AttentionOps = make_ops(config.ops, guarded=not config.unsafe)
+        self.ops: AttentionOps = make_ops(config.ops, guarded=not config.unsafe,
+                                          alignment=layout_alignment(self.manager.spec))
         self.hash_only = HashOnlyIndex(self.page_size)
         self._ids = itertools.count()
 

@@ -29,6 +29,7 @@ from morphcache.kernels.indexer_topk import launch_indexer_topk
 from morphcache.kernels.lease import require_live_lease
 from morphcache.kernels.sparse_read import launch_sparse_read
 from morphcache.kernels.window_read import launch_window_read
+from morphcache.spec.model import Spec
 
 
 class AttentionOps(Protocol):
@@ -68,35 +69,46 @@ class AttentionOps(Protocol):
 
 
 class TritonOps:
-    """The Triton kernels through their checked launchers (the production path)."""
+    """The Triton kernels through their checked launchers (the production path).
+
+    ``alignment`` is the byte alignment the launchers require of every data tensor: the strictest
+    ``align`` the spec's layouts declare (``layout_alignment``), so the launch-time check and the
+    checker's layout proofs read the same number.
+    """
 
     name = "triton"
     guarded = True
 
+    def __init__(self, alignment: int = 16) -> None:
+        self.alignment = alignment
+
     def store(self, k: Tensor, v: Tensor, slot_mapping: Tensor, raw_k: Tensor, raw_v: Tensor) -> None:
-        K.store(k, v, slot_mapping, raw_k, raw_v)
+        K.store(k, v, slot_mapping, raw_k, raw_v, alignment=self.alignment)
 
     def compress(self, page_ids: Tensor, raw_k: Tensor, raw_v: Tensor, pool_bias: Tensor,
                  comp_k: Tensor, comp_v: Tensor, idx_k: Tensor) -> None:
-        K.compress(page_ids, raw_k, raw_v, pool_bias, comp_k, comp_v, idx_k)
+        K.compress(page_ids, raw_k, raw_v, pool_bias, comp_k, comp_v, idx_k, alignment=self.alignment)
 
     def compressed_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease,
                         comp_k: Tensor, comp_v: Tensor, raw_k: Tensor, raw_v: Tensor,
                         gen_table: Tensor) -> Tensor:
-        return K.compressed_read(q, q_seq, q_pos, lease, comp_k, comp_v, raw_k, raw_v, gen_table)
+        return K.compressed_read(q, q_seq, q_pos, lease, comp_k, comp_v, raw_k, raw_v, gen_table,
+                                 alignment=self.alignment)
 
     def window_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease, raw_k: Tensor,
                     raw_v: Tensor, gen_table: Tensor, window: int) -> Tensor:
-        return K.window_read(q, q_seq, q_pos, lease, raw_k, raw_v, gen_table, window)
+        return K.window_read(q, q_seq, q_pos, lease, raw_k, raw_v, gen_table, window, alignment=self.alignment)
 
     def indexer_topk(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease, idx_k: Tensor,
                      gen_table: Tensor, k: int, page_size: int) -> Tensor:
-        return K.indexer_topk(q, q_seq, q_pos, lease, idx_k, gen_table, k, page_size=page_size)
+        return K.indexer_topk(q, q_seq, q_pos, lease, idx_k, gen_table, k, page_size=page_size,
+                              alignment=self.alignment)
 
     def sparse_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease, topk: Tensor,
                     comp_k: Tensor, comp_v: Tensor, raw_k: Tensor, raw_v: Tensor,
                     gen_table: Tensor) -> Tensor:
-        return K.sparse_read(q, q_seq, q_pos, lease, topk, comp_k, comp_v, raw_k, raw_v, gen_table)
+        return K.sparse_read(q, q_seq, q_pos, lease, topk, comp_k, comp_v, raw_k, raw_v, gen_table,
+                             alignment=self.alignment)
 
 
 def _guard(op: str, lease: K.KernelLease, q_seq: Tensor, touched: Tensor, gen_table: Tensor) -> None:
@@ -209,11 +221,19 @@ class UnguardedOps(TritonOps):
         return out
 
 
-def make_ops(name: str, *, guarded: bool = True) -> AttentionOps:
+KERNEL_LAYOUTS = ("raw_k", "compressed_k", "indexer_k")
+
+
+def layout_alignment(spec: Spec) -> int:
+    """The strictest alignment the spec declares for the pools the kernels read (16 if none)."""
+    return max((lay.align for lay in spec.layouts if lay.name in KERNEL_LAYOUTS), default=16)
+
+
+def make_ops(name: str, *, guarded: bool = True, alignment: int = 16) -> AttentionOps:
     """``"triton"`` or ``"reference"``; ``guarded=False`` gives the unsafe mode's readers (no lease
-    check, no generation guard)."""
+    check, no generation guard); ``alignment`` is passed to the Triton launchers."""
     if name == "triton":
-        return TritonOps() if guarded else UnguardedOps()
+        return TritonOps(alignment) if guarded else UnguardedOps(alignment)
     if name == "reference":
         return ReferenceOps(guard=guarded)
     raise ValueError(f"unknown ops {name!r}; expected triton or reference")
