@@ -60,7 +60,7 @@ class Unrolling:
 
 def shortest_counterexamples(ts: TransitionSystem, props: list[Property], max_depth: int, limits: SolverLimits,
                              progress: Callable[[str], None] | None = None,
-                             assumed: list[Property] | None = None) -> dict[str, Trace]:
+                             assumed: list[Property] | None = None, stop_at_first: bool = False) -> dict[str, Trace]:
     """For each of ``props``, a shortest violating trace of at most ``max_depth`` steps, if any.
 
     One unrolling serves every property.  At each depth one query asks whether any pending property
@@ -68,6 +68,7 @@ def shortest_counterexamples(ts: TransitionSystem, props: list[Property], max_de
     their traces are shortest), and the query is repeated for the rest until it is unsatisfiable.
     Every pending property held in all shallower states (else it would have been found there), so
     they are assumed before the last state.  ``assumed`` are invariants already proved.
+    ``stop_at_first`` ends the search at the first depth where anything is refuted.
     """
     unrolling = Unrolling(ts, limits, assumed)
     found: dict[str, Trace] = {}
@@ -92,23 +93,13 @@ def shortest_counterexamples(ts: TransitionSystem, props: list[Property], max_de
             for prop in broken:
                 found[prop.name] = read_trace(ts, model, unrolling.states, prop)
             pending = [p for p in pending if p not in broken]
+        if stop_at_first and found:
+            break
     return found
 
 
 def search_all(ts: TransitionSystem, props: list[Property], depth: int, limits: SolverLimits,
                progress: Callable[[str], None] | None = None) -> Trace | None:
     """A shortest trace of at most ``depth`` steps violating any of ``props``, or None."""
-    unrolling = Unrolling(ts, limits)
-    for k in range(depth + 1):
-        if k:
-            unrolling.extend()
-        if progress:
-            progress(f"bmc: depth {k}")
-        last = unrolling.states[-1]
-        model = unrolling.violation(z3.Or([z3.Not(ts.holds(p, last)) for p in props]),
-                                    lambda s: z3.And([ts.holds(p, s) for p in props]))
-        if model is not None:
-            for p in props:
-                if z3.is_false(model.eval(ts.holds(p, last), model_completion=True)):
-                    return read_trace(ts, model, unrolling.states, p)
-    return None
+    found = shortest_counterexamples(ts, props, depth, limits, progress, stop_at_first=True)
+    return next(iter(found.values()), None)
