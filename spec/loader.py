@@ -82,6 +82,7 @@ class _Loader:
         self.states: dict[str, tuple[str, ...]] = {}
         self.scopes: dict[str, str] = {}
         self.predicates: dict[str, Predicate] = {}
+        self.done: list[ObjectSpec] = []  # objects whose events are loaded (event names are unique)
         self.pages = 0
 
     # -- helpers -----------------------------------------------------------------------------
@@ -264,13 +265,13 @@ class _Loader:
         for ename in raw:
             if not ename.isidentifier():
                 raise self.err(raw, ename, f"event name '{ename}' is not an identifier")
-            if any(ename in [e.name for e in o.events] for o in getattr(self, "_done", [])):
+            if any(ename in [e.name for e in o.events] for o in self.done):
                 raise self.err(raw, ename, f"event '{ename}' is declared twice")
             events.append(self.event(raw, ename, key, scope))
         obj = ObjectSpec(key, scope, self.states[key], m["initial"],
                          tuple(v for v, d in self.vars.items() if d.owner == key), tuple(events),
                          str(m.get("description", "")).strip())
-        self._done: list[ObjectSpec] = [*getattr(self, "_done", []), obj]
+        self.done.append(obj)
         return obj
 
     def event(self, raw: YMap, ename: str, owner: str, scope: str) -> Event:
