@@ -1,0 +1,163 @@
+"""Victim choice behind one interface: the policy proposes, the spec disposes.
+
+Whenever a tier is full the runtime asks the manager's policy which page should leave it::
+
+    decision   page leaves        by the spec event(s)            when
+    "gpu"      the GPU            offload (to host) or drop       a GPU slot is needed
+    "host"     the host tier      spill (to disk) or drop         the host tier is full
+    "disk"     the disk tier      drop                            the disk tier is full
+    "pool"     the reuse pool     evict                           admission finds the pool full
+
+A policy keeps its own ordering, incrementally, from the notifications below (nothing is
+rescanned per decision), and answers ``propose(decision)`` with page ids, best victim first,
+lazily.  The runtime takes them one by one: a proposal the spec's guard refuses (pinned, being
+written, in flight, captured) or that names no page of that tier is *refused and counted*
+(``policy_refusals`` in the metrics), never obeyed, and the next proposal is tried.  A policy can
+lose performance; it can never make an illegal read happen.
+
+Page metadata (``PageMeta``) is owned and updated by the runtime; policies read it and must not
+write it.  The clock is logical: it ticks once per lookup, write or read the runtime serves.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+
+DECISIONS = ("gpu", "host", "disk", "pool")
+
+
+class PageMeta:
+    """What a policy may know about one page.
+
+    ``types``: the token types the page contains (``"system"``, ``"user"``, ``"tool"``,
+    ``"response"``, ``"reasoning"`` or any tag the engine used; empty when untyped);
+    ``session`` / ``task``: the ids of the request that wrote it; ``holders``: live sequences
+    whose block table holds it; ``recovery_tokens``: tokens a recompute of it would prefill;
+    ``bytes``: what it occupies on its tier; ``hash``: its chain hash once sealed (None while
+    filling), stable across evictions, so a policy can recognise a page that comes back.
+    """
+
+    __slots__ = ("page", "depth", "tokens", "types", "session", "task", "created", "last_use", "uses",
+                 "tier", "bytes", "recovery_tokens", "pooled", "holders", "hash")
+
+    def __init__(self, page: int, depth: int, *, tokens: int = 0, types: frozenset[str] = frozenset(),
+                 session: str | None = None, task: str | None = None, created: int = 0, tier: str = "gpu",
+                 bytes: int = 0, recovery_tokens: int = 0) -> None:
+        self.page = page
+        self.depth = depth
+        self.tokens = tokens
+        self.types = types
+        self.session = session
+        self.task = task
+        self.created = created
+        self.last_use = created
+        self.uses = 0
+        self.tier = tier
+        self.bytes = bytes
+        self.recovery_tokens = recovery_tokens
+        self.pooled = False
+        self.holders = 0
+        self.hash: int | None = None
+
+    def __repr__(self) -> str:
+        return (f"PageMeta(page={self.page}, depth={self.depth}, tier={self.tier!r}, uses={self.uses}, "
+                f"last_use={self.last_use}, holders={self.holders}, pooled={self.pooled})")
+
+
+class EvictionPolicy:
+    """The interface every victim-choice policy implements (see the module docstring)."""
+
+    name = "policy"
+
+    def on_insert(self, meta: PageMeta) -> None:
+        """A page now exists (opened on the GPU, or its metadata was registered)."""
+
+    def on_access(self, meta: PageMeta, now: int) -> None:
+        """The page was hit by a lookup, read, or written (``meta.last_use``/``uses`` already updated)."""
+
+    def on_update(self, meta: PageMeta) -> None:
+        """Something else in ``meta`` changed: holders, pooled, hash, types, tokens."""
+
+    def on_move(self, meta: PageMeta, old_tier: str) -> None:
+        """The page moved from ``old_tier`` to ``meta.tier`` (``"dropped"`` when its payload is gone)."""
+
+    def on_remove(self, meta: PageMeta) -> None:
+        """The page is forgotten (its id may be reused): drop every reference to it."""
+
+    def on_refused(self, decision: str, page: int, reason: str) -> None:
+        """A proposal of this policy was refused (``reason``: the spec's refusal or "not in tier")."""
+
+    def propose(self, decision: str) -> Iterator[int]:
+        """Page ids to take out for ``decision`` (one of DECISIONS), best victim first, lazily."""
+        raise NotImplementedError(f"{type(self).__name__} proposes no victims")
+
+
+class LRUPolicy(EvictionPolicy):
+    """Least recently used per tier; on the GPU, pages no live sequence holds go first.
+
+    ``propose`` yields from ordered dicts kept up to date by the notifications: O(1) per
+    notification, no scan per decision beyond the proposals the runtime consumes.
+    """
+
+    name = "lru"
+
+    def __init__(self) -> None:
+        self.order: dict[str, OrderedDict[int, None]] = {
+            "gpu_cold": OrderedDict(), "gpu_hot": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict(),
+            "pool": OrderedDict(),
+        }
+
+    def _queue(self, meta: PageMeta) -> str | None:
+        if meta.tier == "gpu":
+            return "gpu_hot" if meta.holders else "gpu_cold"
+        return meta.tier if meta.tier in ("host", "disk") else None
+
+    def _place(self, meta: PageMeta) -> None:
+        for name in ("gpu_cold", "gpu_hot", "host", "disk"):
+            self.order[name].pop(meta.page, None)
+        queue = self._queue(meta)
+        if queue is not None:
+            self.order[queue][meta.page] = None
+        if meta.pooled:
+            self.order["pool"].setdefault(meta.page, None)
+        else:
+            self.order["pool"].pop(meta.page, None)
+
+    def on_insert(self, meta: PageMeta) -> None:
+        self._place(meta)
+
+    def on_access(self, meta: PageMeta, now: int) -> None:
+        queue = self._queue(meta)
+        if queue is not None and meta.page in self.order[queue]:
+            self.order[queue].move_to_end(meta.page)
+        if meta.page in self.order["pool"]:
+            self.order["pool"].move_to_end(meta.page)
+
+    def on_update(self, meta: PageMeta) -> None:
+        queue = self._queue(meta)
+        if queue is None or meta.page not in self.order[queue] or meta.pooled != (meta.page in self.order["pool"]):
+            self._place(meta)
+
+    def on_move(self, meta: PageMeta, old_tier: str) -> None:
+        self._place(meta)
+
+    def on_remove(self, meta: PageMeta) -> None:
+        for queue in self.order.values():
+            queue.pop(meta.page, None)
+
+    def propose(self, decision: str) -> Iterator[int]:
+        names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
+        seen: set[int] = set()
+        for name in names:
+            yield from _fresh(self.order[name], seen)
+
+
+def _fresh(queue: OrderedDict[int, None], seen: set[int]) -> Iterator[int]:
+    """The queue's ids in order, each once, while the consumer may change the queue between proposals."""
+    while True:
+        pid = next((p for p in queue if p not in seen), None)
+        if pid is None:
+            return
+        seen.add(pid)
+        yield pid
