@@ -17,24 +17,33 @@ import z3
 from morphcache.spec.model import Spec
 
 from .system import TransitionSystem
+from .terms import parse_slot
 
-_SYSTEMS: dict[tuple[int, int, tuple[tuple[str, int], ...]], tuple[Spec, TransitionSystem]] = {}
+_SYSTEMS: dict[tuple[int, int, int, tuple[tuple[str, int], ...]], tuple[Spec, TransitionSystem]] = {}
 
 
-def _system(spec: Spec, pages: int, constants: tuple[tuple[str, int], ...]) -> TransitionSystem:
-    """The transition system of ``spec`` for a view of ``pages`` pages (cached per spec object)."""
-    key = (id(spec), pages, constants)
+def _system(spec: Spec, pages: int, readers: int, constants: tuple[tuple[str, int], ...]) -> TransitionSystem:
+    """The transition system of ``spec`` for ``pages`` pages and ``readers`` readers (cached per spec object)."""
+    key = (id(spec), pages, readers, constants)
     hit = _SYSTEMS.get(key)
     if hit is None or hit[0] is not spec:
         if len(_SYSTEMS) > 256:
             _SYSTEMS.clear()
-        hit = (spec, TransitionSystem(dataclasses.replace(spec, pages=pages), dict(constants)))
+        hit = (spec, TransitionSystem(dataclasses.replace(spec, pages=pages, readers=readers), dict(constants)))
         _SYSTEMS[key] = hit
     return hit[1]
 
 
-def _pages_of(state: Mapping[str, Any]) -> int:
-    return 1 + max((int(k[:-1].split("[", 1)[1]) for k in state if k.endswith("]")), default=-1)
+def _size_of(state: Mapping[str, Any]) -> tuple[int, int]:
+    """``(pages, readers)`` a recorded state has slots for."""
+    pages = readers = 0
+    for key in state:
+        _, reader, page = parse_slot(key)
+        if page is not None:
+            pages = max(pages, page + 1)
+        if reader is not None:
+            readers = max(readers, reader + 1)
+    return pages, readers
 
 
 def _value(ts: TransitionSystem, name: str, kind: str, value: Any) -> Any:
@@ -50,19 +59,26 @@ def _value(ts: TransitionSystem, name: str, kind: str, value: Any) -> Any:
 
 def check_step(spec: Spec, constants: Mapping[str, int], before: Mapping[str, Any], event: str,
                args: Mapping[str, int], after: Mapping[str, Any]) -> str | None:
-    """None if the spec allows ``before --event(args)--> after``, else the reason it does not."""
-    pages = _pages_of(before)
-    if _pages_of(after) != pages:
-        return f"the view has {pages} pages before the step and {_pages_of(after)} after"
-    ts = _system(spec, max(pages, 1), tuple(sorted(constants.items())))
-    page = args.get("p")
-    actions = [a for a in ts.actions if a.event.name == event and a.page == page]
+    """None if the spec allows ``before --event(args)--> after``, else the reason it does not.
+
+    Ghost variables are what is physically so; a runtime does not record them.  A ghost slot missing
+    from the recorded states is left free: the step conforms if some values of the ghosts allow it.
+    """
+    pages, readers = _size_of(before)
+    if _size_of(after) != (pages, readers):
+        return f"the state has {pages} pages and {readers} readers before the step and {_size_of(after)} after"
+    ts = _system(spec, max(pages, 1), max(readers, 1), tuple(sorted(constants.items())))
+    page, reader = args.get("p"), args.get("r")
+    actions = [a for a in ts.actions if a.event.name == event and a.page == page and a.reader == reader]
     if not actions:
-        return f"no event '{event}' at page {page} in a view of {pages} pages"
+        return f"no event '{event}' at r={reader}, p={page} in a state of {pages} pages and {readers} readers"
     action = actions[0]
     s, t = ts.state("before"), ts.state("after")
     fixed = []
+    ghosts = spec.ghosts
     for name, kind, _ in ts.slots:
+        if parse_slot(name)[0] in ghosts and name not in before and name not in after:
+            continue
         if name not in before or name not in after:
             return f"slot '{name}' missing from the recorded state"
         fixed += [s[name] == _value(ts, name, kind, before[name]), t[name] == _value(ts, name, kind, after[name])]

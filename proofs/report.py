@@ -11,7 +11,8 @@ from .trace import Trace, format_table, to_itf
 
 def format_report(report: Report, spec: Any) -> str:
     """Human-readable report: one line per obligation, then each counterexample as a step table."""
-    lines = [f"morphcache check: {report.spec} ({spec.pages} pages)"]
+    size = f"{spec.pages} pages" + (f", {spec.readers} readers" if spec.readers > 1 else "")
+    lines = [f"morphcache check: {report.spec} ({size})"]
     width = max((len(r.name) for r in report.results), default=10)
     for r in report.results:
         tag = f"[{r.rule}]" if r.rule else f"[{r.kind}]"

@@ -1,30 +1,48 @@
 """The spec as a symbolic transition system: ``Init(s)``, ``Domain(s)``, ``T(s, s')``.
 
-Each step of an unrolling gets a fresh copy of every state slot plus a selector naming the event
-and page that fired, so a model reads back as a trace.  Pages are grounded: the relation is a
-disjunction over events and pages; event params stay symbolic, bounded by their ranges.
+Each step of an unrolling gets a fresh copy of every state slot plus a selector naming the event,
+reader and page that fired, so a model reads back as a trace.  Readers and pages are grounded: the
+relation is a disjunction over events and their ``(r, p)`` arguments; event params stay symbolic,
+bounded by their ranges.  Environment events are part of the relation like any other.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import z3
 
-from morphcache.spec.model import PAGE, Event, Property, Spec
+from morphcache.spec.model import SCOPE_ARGS, Event, Property, Spec
 
-from .terms import State, Terms, slot
+from .terms import State, Terms, slot, slot_args
 
 
 @dataclass(frozen=True)
 class Action:
-    """One grounded disjunct of the transition relation: an event at a page (None for system)."""
+    """One grounded disjunct of the transition relation: an event for a reader at a page (None where
+    the event takes no such argument)."""
 
     code: int
     event: Event
     page: int | None
+    reader: int | None = None
+
+    @property
+    def args(self) -> dict[str, int]:
+        """The grounded arguments, ``{"r": .., "p": ..}`` as the event takes them."""
+        out = {}
+        if self.reader is not None:
+            out["r"] = self.reader
+        if self.page is not None:
+            out["p"] = self.page
+        return out
+
+    def label(self) -> str:
+        """``open(r=0, p=1)``."""
+        return f"{self.event.name}({', '.join(f'{k}={v}' for k, v in self.args.items())})"
 
 
 class TransitionSystem:
@@ -34,19 +52,18 @@ class TransitionSystem:
         self.spec = spec
         self.terms = Terms(spec, constants)
         self.slots: list[tuple[str, str, int | None]] = []  # (slot, kind, page)
-        for name, decl in spec.vars.items():
-            for page in self._pages(decl.scope):
-                self.slots.append((slot(name, page), decl.type, page))
-        for name, obj in spec.objects.items():
-            for page in self._pages(obj.scope):
-                self.slots.append((slot(name, page), "state", page))
-        self.actions = [
-            Action(i, ev, page)
-            for i, (ev, page) in enumerate((ev, pg) for ev in spec.events for pg in self._pages(ev.scope))
-        ]
+        kinds = [(name, decl.type) for name, decl in spec.vars.items()]
+        kinds += [(name, "state") for name in spec.objects]
+        for name, kind in kinds:
+            for reader, page in slot_args(spec, name):
+                self.slots.append((slot(name, page, reader), kind, page))
+        grounded = [(ev, r, p) for ev in spec.events for r, p in self._groundings(ev)]
+        self.actions = [Action(i, ev, p, r) for i, (ev, r, p) in enumerate(grounded)]
 
-    def _pages(self, scope: str) -> list[int | None]:
-        return list(range(self.spec.pages)) if scope == PAGE else [None]
+    def _groundings(self, ev: Event) -> list[tuple[int | None, int | None]]:
+        readers: list[int | None] = list(self.spec.reader_range()) if ev.takes_reader else [None]
+        pages: list[int | None] = list(self.spec.page_range()) if ev.takes_page else [None]
+        return [(r, p) for r in readers for p in pages]
 
     # -- states --------------------------------------------------------------------------------
     def state(self, tag: str) -> dict[str, Any]:
@@ -93,8 +110,8 @@ class TransitionSystem:
 
     # -- transitions ---------------------------------------------------------------------------
     def env(self, action: Action, s: State) -> dict[str, Any]:
-        """Names bound while firing ``action``: the page ``p`` and the event's params."""
-        env: dict[str, Any] = {} if action.page is None else {"p": action.page}
+        """Names bound while firing ``action``: the reader ``r``, the page ``p`` and the event's params."""
+        env: dict[str, Any] = dict(action.args)
         for prm in action.event.params:
             env[prm.name] = s[f"@{action.event.name}.{prm.name}"]
         return env
@@ -102,25 +119,47 @@ class TransitionSystem:
     def enabled(self, action: Action, s: State) -> Any:
         """Source state, params in range and guard: the action may fire in ``s``."""
         ev = action.event
-        owner = slot(ev.owner, action.page)
+        owner = self._owner_slot(action)
         env = self.env(action, s)
         src = z3.Or([s[owner] == self.spec.objects[ev.owner].states.index(x) for x in ev.sources])
         params = [z3.And(env[p.name] >= p.min, env[p.name] <= p.max) for p in ev.params]
         return z3.And(src, *params, self.terms.term(ev.guard, s, env))
 
+    def _owner_slot(self, action: Action) -> str:
+        ev = action.event
+        dims = SCOPE_ARGS[ev.scope]
+        return slot(ev.owner, action.page if "p" in dims else None, action.reader if "r" in dims else None)
+
     def updates(self, action: Action, s: State) -> dict[str, Any]:
         """The post-state value of every slot the action writes (target state and effects)."""
         ev = action.event
         env = self.env(action, s)
-        out = {slot(ev.owner, action.page): z3.IntVal(self.spec.objects[ev.owner].states.index(ev.target))}
+        out = {self._owner_slot(action): z3.IntVal(self.spec.objects[ev.owner].states.index(ev.target))}
         for eff in ev.effects:
             obj = eff.target if eff.target in self.spec.objects else None
-            if eff.index == "*":
-                for q in range(self.spec.pages):
-                    out[slot(eff.target, q)] = self.terms.term(eff.value, s, {**env, "q": q}, obj)
+            for reader, page, bound in self._effect_slots(eff.index, eff.target, action):
+                out[slot(eff.target, page, reader)] = self.terms.term(eff.value, s, {**env, **bound}, obj)
+        return out
+
+    def _effect_slots(self, index: str | None, target: str, action: Action
+                      ) -> list[tuple[int | None, int | None, dict[str, int]]]:
+        """``(reader, page, names bound)`` of every slot an effect written ``target[index]`` assigns."""
+        if index is None:
+            return [(None, None, {})]
+        dims = SCOPE_ARGS[self.spec.scope_of(target)]
+        choices: list[list[tuple[str, int | None, str | None]]] = []
+        for dim, part in zip(dims, index.split(","), strict=True):
+            size = self.spec.readers if dim == "r" else self.spec.pages
+            star = "s" if dim == "r" else "q"
+            if part == "*":
+                choices.append([(dim, i, star) for i in range(size)])
             else:
-                page = action.page if eff.index == "p" else None
-                out[slot(eff.target, page)] = self.terms.term(eff.value, s, env, obj)
+                choices.append([(dim, action.reader if dim == "r" else action.page, None)])
+        out: list[tuple[int | None, int | None, dict[str, int]]] = []
+        for combo in itertools.product(*choices):
+            at = {dim: i for dim, i, _ in combo}
+            bound = {star: i for _, i, star in combo if star is not None and i is not None}
+            out.append((at.get("r"), at.get("p"), bound))
         return out
 
     def fire(self, action: Action, s: State, t: State) -> Any:
@@ -151,3 +190,4 @@ class TransitionSystem:
             params = [env[p.name] for p in action.event.params]
             parts.append(z3.ForAll(params, cond) if params else cond)
         return z3.And(parts)
+

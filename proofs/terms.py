@@ -1,19 +1,29 @@
 """Compile the spec's expression IR to Z3 terms over one symbolic state.
 
-A state is a mapping from slot names (``frontier``, ``graph``, ``gen[0]``, ``tail[2]``) to Z3
-terms.  Object states are integers indexing the object's state list; state literals are mapped to
-their index by the object they are compared with.  Pages are concrete: ``p`` and bound ``q`` are
-Python ints, so every index resolves to one slot (or, if symbolic, to an ``If`` chain).
+A state is a mapping from slot names to Z3 terms::
+
+    scope         name as written   slot
+    system        frontier          frontier
+    page          gen[p]            gen[0], gen[1], ...
+    reader        frontier[r]       frontier[r0], frontier[r1], ...
+    reader_page   lgen[r, p]        lgen[r0,0], lgen[r0,1], ..., lgen[r1,0], ...
+
+Object states are integers indexing the object's state list; state literals are mapped to their
+index by the object they are compared with.  Pages and readers are concrete: ``p``, ``r`` and the
+bound ``q``, ``s`` are Python ints, so every index resolves to one slot (or, if symbolic, to an
+``If`` chain over the slots).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
 import z3
 
 from morphcache.spec.expr import (
+    READERS,
     Binary,
     BoolOp,
     Compare,
@@ -27,7 +37,7 @@ from morphcache.spec.expr import (
     Reduce,
     Unary,
 )
-from morphcache.spec.model import Spec
+from morphcache.spec.model import SCOPE_ARGS, Spec
 
 State = Mapping[str, Any]
 
@@ -36,9 +46,35 @@ class EncodingError(Exception):
     """An expression cannot be encoded for this instance (e.g. a page index out of range)."""
 
 
-def slot(name: str, page: int | None) -> str:
-    """The state-slot name of a variable or object state: ``gen[1]`` or ``frontier``."""
-    return name if page is None else f"{name}[{page}]"
+def slot(name: str, page: int | None = None, reader: int | None = None) -> str:
+    """The state-slot name of a variable or object state: ``frontier``, ``gen[1]``, ``frontier[r0]``,
+    ``lgen[r0,1]``."""
+    if reader is None:
+        return name if page is None else f"{name}[{page}]"
+    return f"{name}[r{reader}]" if page is None else f"{name}[r{reader},{page}]"
+
+
+def parse_slot(key: str) -> tuple[str, int | None, int | None]:
+    """``(name, reader, page)`` of a slot name written by :func:`slot`."""
+    if not key.endswith("]") or "[" not in key:
+        return key, None, None
+    base, inner = key[:-1].split("[", 1)
+    reader: int | None = None
+    page: int | None = None
+    for part in inner.split(","):
+        if part.startswith("r"):
+            reader = int(part[1:])
+        else:
+            page = int(part)
+    return base, reader, page
+
+
+def slot_args(spec: Spec, name: str) -> list[tuple[int | None, int | None]]:
+    """Every ``(reader, page)`` at which ``name`` has a slot in the instance, in slot order."""
+    scope = spec.scope_of(name)
+    readers: list[int | None] = list(spec.reader_range()) if "r" in SCOPE_ARGS[scope] else [None]
+    pages: list[int | None] = list(spec.page_range()) if "p" in SCOPE_ARGS[scope] else [None]
+    return [(r, p) for r in readers for p in pages]
 
 
 class Terms:
@@ -46,7 +82,7 @@ class Terms:
 
     def __init__(self, spec: Spec, constants: Mapping[str, int] | None = None) -> None:
         self.spec = spec
-        self.constants = {**spec.constants, **(constants or {}), "pages": spec.pages}
+        self.constants = {**spec.constants, **(constants or {}), "pages": spec.pages, "readers": spec.readers}
         self.objects = spec.objects
 
     def object_of(self, e: Expr) -> str | None:
@@ -76,16 +112,7 @@ class Terms:
                 return z3.IntVal(self.constants[e.name])
             return s[e.name]
         if isinstance(e, Index):
-            idx = z3.simplify(self.term(e.index, s, env))
-            if z3.is_int_value(idx):
-                page = idx.as_long()
-                if not 0 <= page < self.spec.pages:
-                    raise EncodingError(f"{e.name}[{page}] is outside pages 0..{self.spec.pages - 1}")
-                return s[slot(e.name, page)]
-            result = s[slot(e.name, 0)]
-            for page in range(1, self.spec.pages):
-                result = z3.If(idx == page, s[slot(e.name, page)], result)
-            return result
+            return self.index(e, s, env)
         if isinstance(e, Unary):
             inner = self.term(e.operand, s, env)
             return z3.Not(inner) if e.op == "not" else -inner
@@ -113,10 +140,41 @@ class Terms:
         if isinstance(e, IfExp):
             return z3.If(self.term(e.cond, s, env), self.term(e.then, s, env, obj), self.term(e.other, s, env, obj))
         if isinstance(e, Reduce):
-            bodies = [self.term(e.body, s, {**env, e.var: q}) for q in range(self.spec.pages)]
+            ids = self.spec.reader_range() if e.domain == READERS else self.spec.page_range()
+            bodies = [self.term(e.body, s, {**env, e.var: q}) for q in ids]
             if e.kind == "all":
                 return z3.And(bodies)
             if e.kind == "any":
                 return z3.Or(bodies)
             return z3.Sum([z3.If(b, 1, 0) if z3.is_bool(b) else b for b in bodies]) if bodies else z3.IntVal(0)
         raise EncodingError(f"not an expression node: {e!r}")
+
+    def index(self, e: Index, s: State, env: Mapping[str, Any]) -> Any:
+        """The slot ``e`` names, or an ``If`` chain over the slots when a subscript is symbolic."""
+        scope = self.spec.scope_of(e.name)
+        dims = SCOPE_ARGS[scope]
+        subs = [z3.simplify(self.term(a, s, env)) for a in e.args]
+        sizes = {"r": self.spec.readers, "p": self.spec.pages}
+        what = {"r": "readers", "p": "pages"}
+        concrete: list[int | None] = []
+        for dim, sub in zip(dims, subs, strict=True):
+            if z3.is_int_value(sub):
+                value = sub.as_long()
+                if not 0 <= value < sizes[dim]:
+                    raise EncodingError(f"{e.name}: {dim}={value} is outside {what[dim]} 0..{sizes[dim] - 1}")
+                concrete.append(value)
+            else:
+                concrete.append(None)
+        choices = [range(sizes[d]) if c is None else [c] for d, c in zip(dims, concrete, strict=True)]
+        combos = list(itertools.product(*choices))
+        result = None
+        for combo in combos:
+            at = dict(zip(dims, combo, strict=True))
+            term = s[slot(e.name, at.get("p"), at.get("r"))]
+            if result is None:
+                result = term
+                continue
+            cond = z3.And([sub == v for sub, v, c in zip(subs, combo, concrete, strict=True) if c is None])
+            result = z3.If(cond, term, result)
+        return result
+

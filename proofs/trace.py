@@ -15,9 +15,10 @@ import z3
 
 from morphcache.spec.expr import BoolOp, Compare, Expr, Implies, Reduce, render
 from morphcache.spec.interp import evaluate
-from morphcache.spec.model import Property, Spec
+from morphcache.spec.model import SCOPE_ARGS, Property, Spec
 
 from .system import TransitionSystem
+from .terms import parse_slot
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def read_trace(ts: TransitionSystem, model: z3.ModelRef, states: list[dict[str, 
             code = model.eval(states[i - 1]["@action"], model_completion=True).as_long()
             action = ts.actions[code]
             event = action.event.name
-            args = {} if action.page is None else {"p": action.page}
+            args = dict(action.args)
             for prm in action.event.params:
                 args[prm.name] = model.eval(states[i - 1][f"@{event}.{prm.name}"], model_completion=True).as_long()
         changed = {} if prev is None else {k: (prev[k], v) for k, v in concrete.items() if prev[k] != v}
@@ -82,16 +83,21 @@ def read_trace(ts: TransitionSystem, model: z3.ModelRef, states: list[dict[str, 
 
 def scope_of(
     spec: Spec, state: dict[str, Any], constants: dict[str, int]
-) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-    """Split a concrete state into the interpreter's ``names`` and ``arrays``."""
-    names: dict[str, Any] = {**constants, "pages": spec.pages}
-    arrays: dict[str, list[Any]] = {}
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a concrete state into the interpreter's ``names`` and ``arrays`` (lists by page or
+    reader id; dicts by ``(r, p)``)."""
+    names: dict[str, Any] = {**constants, "pages": spec.pages, "readers": spec.readers}
+    arrays: dict[str, Any] = {}
     for key, value in state.items():
-        if "[" in key:
-            base, idx = key[:-1].split("[", 1)
-            arrays.setdefault(base, [None] * spec.pages)[int(idx)] = value
-        else:
+        base, reader, page = parse_slot(key)
+        if reader is None and page is None:
             names[key] = value
+        elif reader is None:
+            arrays.setdefault(base, [None] * spec.pages)[page] = value
+        elif page is None:
+            arrays.setdefault(base, [None] * spec.readers)[reader] = value
+        else:
+            arrays.setdefault(base, {})[(reader, page)] = value
     return names, arrays
 
 
@@ -101,17 +107,23 @@ def failing_conjuncts(spec: Spec, prop: Property, steps: list[Step]) -> tuple[st
     if prop.kind == "step":
         ev = spec.event(str(prop.event))
         out = []
-        for page in range(spec.pages) if ev.scope == "page" else [None]:
-            env = dict(names) if page is None else {**names, "p": page}
-            owner = arrays[ev.owner][page] if page is not None else names[ev.owner]
-            if owner in ev.sources and not ev.params and evaluate(ev.guard, env, arrays):
-                call = f"{ev.name}(p={page})" if page is not None else f"{ev.name}()"
-                out += [f"{call} is enabled, but {text}" for text in _explain(prop.expr, env, arrays, "", spec)]
+        readers: list[int | None] = list(spec.reader_range()) if ev.takes_reader else [None]
+        pages: list[int | None] = list(spec.page_range()) if ev.takes_page else [None]
+        dims = SCOPE_ARGS[ev.scope]
+        for reader in readers:
+            for page in pages:
+                args = {k: v for k, v in (("r", reader), ("p", page)) if v is not None}
+                env = {**names, **args}
+                at = tuple(args[d] for d in dims)
+                owner = names[ev.owner] if not at else arrays[ev.owner][at if len(at) > 1 else at[0]]
+                if owner in ev.sources and not ev.params and evaluate(ev.guard, env, arrays):
+                    call = f"{ev.name}({', '.join(f'{k}={v}' for k, v in args.items())})"
+                    out += [f"{call} is enabled, but {text}" for text in _explain(prop.expr, env, arrays, "", spec)]
         return tuple(out) or (f"'{prop.event}' fires where {render(prop.expr)} is false",)
     return tuple(_explain(prop.expr, names, arrays, "", spec))
 
 
-def _explain(e: Expr, names: dict[str, Any], arrays: dict[str, list[Any]], where: str, spec: Spec) -> list[str]:
+def _explain(e: Expr, names: dict[str, Any], arrays: dict[str, Any], where: str, spec: Spec) -> list[str]:
     try:
         if evaluate(e, names, arrays):
             return []
@@ -122,7 +134,7 @@ def _explain(e: Expr, names: dict[str, Any], arrays: dict[str, list[Any]], where
         return out or [f"{where}{render(e)}"]
     if isinstance(e, Reduce) and e.kind == "all":
         out = []
-        for q in range(spec.pages):
+        for q in (spec.reader_range() if e.domain == "readers" else spec.page_range()):
             out += _explain(e.body, {**names, e.var: q}, arrays, f"{where}{e.var}={q}: ", spec)
         return out or [f"{where}{render(e)}"]
     if isinstance(e, Implies):
@@ -157,6 +169,12 @@ def _itf_value(v: Any) -> Any:
     return {"#bigint": str(v)}
 
 
+def _itf_key(key: Any) -> Any:
+    if isinstance(key, tuple):
+        return {"#tup": [_itf_value(k) for k in key]}
+    return _itf_value(key)
+
+
 def to_itf(spec: Spec, trace: Trace) -> dict[str, Any]:
     """The trace in the ITF format (Apalache/Quint): per-page slots become ``#map`` values."""
     variables: list[str] = []
@@ -165,11 +183,12 @@ def to_itf(spec: Spec, trace: Trace) -> dict[str, Any]:
         names, arrays = scope_of(spec, st.state, {})
         entry: dict[str, Any] = {"#meta": {"index": st.index}}
         for k, v in sorted(names.items()):
-            if k == "pages":
+            if k in ("pages", "readers"):
                 continue
             entry[k] = _itf_value(v)
         for k, values in sorted(arrays.items()):
-            entry[k] = {"#map": [[_itf_value(i), _itf_value(x)] for i, x in enumerate(values)]}
+            items = values.items() if isinstance(values, dict) else enumerate(values)
+            entry[k] = {"#map": [[_itf_key(i), _itf_value(x)] for i, x in items]}
         entry["action"] = st.event or "init"
         entry["action_args"] = {"#map": [[k, _itf_value(v)] for k, v in st.args.items()]}
         if not variables:

@@ -107,7 +107,7 @@ def redirect_pages(e: Expr, var: str, to: str) -> Expr | None:
         return None
     if isinstance(e, Index):
         if isinstance(e.index, Name) and e.index.name == var:
-            return Index(e.name, Name(to, e.index.loc), e.loc)
+            return Index(e.name, (Name(to, e.index.loc),), e.loc)
         return None
     failed = False
 

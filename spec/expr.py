@@ -43,11 +43,17 @@ class Name:
 
 @dataclass(frozen=True)
 class Index:
-    """A per-page variable or per-page object state at a page: ``gen[p]``, ``tier[p]``."""
+    """An indexed variable or object state: ``gen[p]`` (per page), ``frontier[r]`` (per reader),
+    ``lgen[r, p]`` (per reader and page).  ``args`` are the subscripts, in that order."""
 
     name: str
-    index: Expr
+    args: tuple[Expr, ...]
     loc: Loc = field(default=_NOLOC, compare=False)
+
+    @property
+    def index(self) -> Expr:
+        """The last subscript: the page of a per-page or per-(reader, page) name, the reader of a per-reader one."""
+        return self.args[-1]
 
 
 @dataclass(frozen=True)
@@ -117,14 +123,18 @@ class IfExp:
     loc: Loc = field(default=_NOLOC, compare=False)
 
 
+PAGES, READERS = "pages", "readers"
+
+
 @dataclass(frozen=True)
 class Reduce:
-    """``all(...)``, ``any(...)`` or ``sum(...)`` of ``body`` for ``var in pages``."""
+    """``all(...)``, ``any(...)`` or ``sum(...)`` of ``body`` for ``var in domain`` (``pages`` or ``readers``)."""
 
     kind: str
     var: str
     body: Expr
     loc: Loc = field(default=_NOLOC, compare=False)
+    domain: str = PAGES
 
 
 Expr = Const | Name | Index | Unary | Binary | Compare | InSet | BoolOp | Implies | IfExp | Reduce
@@ -147,7 +157,7 @@ def _render(e: Expr, outer: int) -> str:  # noqa: C901 - one case per node kind
     if isinstance(e, Name):
         return e.name
     if isinstance(e, Index):
-        return f"{e.name}[{_render(e.index, 0)}]"
+        return f"{e.name}[{', '.join(_render(a, 0) for a in e.args)}]"
     if isinstance(e, Unary):
         if e.op == "not":
             return _wrap(f"not {_render(e.operand, _PREC['not'])}", _PREC["not"], outer)
@@ -171,7 +181,7 @@ def _render(e: Expr, outer: int) -> str:  # noqa: C901 - one case per node kind
         text = f"{_render(e.then, 1)} if {_render(e.cond, 1)} else {_render(e.other, 0)}"
         return _wrap(text, 0, outer)
     if isinstance(e, Reduce):
-        return f"{e.kind}({_render(e.body, 0)} for {e.var} in pages)"
+        return f"{e.kind}({_render(e.body, 0)} for {e.var} in {e.domain})"
     raise TypeError(f"not an expression node: {e!r}")
 
 
@@ -180,7 +190,7 @@ def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, (Const, Name)):
         return ()
     if isinstance(e, Index):
-        return (e.index,)
+        return e.args
     if isinstance(e, Unary):
         return (e.operand,)
     if isinstance(e, (Binary, Compare, Implies)):
@@ -208,7 +218,7 @@ def rebuild(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
     if isinstance(e, (Const, Name)):
         return e
     if isinstance(e, Index):
-        return Index(e.name, f(e.index), e.loc)
+        return Index(e.name, tuple(f(a) for a in e.args), e.loc)
     if isinstance(e, Unary):
         return Unary(e.op, f(e.operand), e.loc)
     if isinstance(e, Binary):
@@ -224,7 +234,7 @@ def rebuild(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
     if isinstance(e, IfExp):
         return IfExp(f(e.cond), f(e.then), f(e.other), e.loc)
     if isinstance(e, Reduce):
-        return Reduce(e.kind, e.var, f(e.body), e.loc)
+        return Reduce(e.kind, e.var, f(e.body), e.loc, e.domain)
     raise TypeError(f"not an expression node: {e!r}")
 
 
@@ -234,7 +244,7 @@ def substitute(e: Expr, binding: Mapping[str, Expr]) -> Expr:
         return binding.get(e.name, e)
     if isinstance(e, Reduce):
         inner = {k: v for k, v in binding.items() if k != e.var}
-        return Reduce(e.kind, e.var, substitute(e.body, inner), e.loc)
+        return Reduce(e.kind, e.var, substitute(e.body, inner), e.loc, e.domain)
     return rebuild(e, lambda child: substitute(child, binding))
 
 

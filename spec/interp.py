@@ -1,14 +1,16 @@
 """Compile IR expressions to Python closures: the runtime's guards and the constant folder.
 
 A compiled expression takes ``names`` (scalars: constants, system variables and states, event
-arguments, bound pages) and ``arrays`` (per-page variables and states, indexed by page) and returns
-an int, a bool or a state name.
+arguments, bound pages and readers) and ``arrays`` (indexed variables and states: ``arrays[x][p]``
+per page, ``arrays[x][r]`` per reader, ``arrays[x][(r, p)]`` per reader and page) and returns an
+int, a bool or a state name.  A reduction ranges over ``names["pages"]`` / ``names["readers"]``:
+a count (ids ``0..n-1``) or any iterable of ids.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .expr import (
@@ -27,7 +29,7 @@ from .expr import (
 )
 
 Names = Mapping[str, Any]
-Arrays = Mapping[str, Sequence[Any]]
+Arrays = Mapping[str, Any]  # per name: a sequence (by page or reader id) or a mapping (by (r, p))
 Compiled = Callable[[Names, Arrays], Any]
 
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {
@@ -56,8 +58,12 @@ def compile_expr(e: Expr) -> Compiled:  # noqa: C901 - one case per node kind
         key = e.name
         return lambda n, a: n[key]
     if isinstance(e, Index):
-        arr, idx = e.name, compile_expr(e.index)
-        return lambda n, a: a[arr][idx(n, a)]
+        arr = e.name
+        if len(e.args) == 1:
+            idx = compile_expr(e.args[0])
+            return lambda n, a: a[arr][idx(n, a)]
+        keys = [compile_expr(x) for x in e.args]
+        return lambda n, a: a[arr][tuple(k(n, a) for k in keys)]
     if isinstance(e, Unary):
         inner = compile_expr(e.operand)
         if e.op == "not":
@@ -92,11 +98,12 @@ def compile_expr(e: Expr) -> Compiled:  # noqa: C901 - one case per node kind
 
 
 def _compile_reduce(e: Reduce) -> Compiled:
-    body, var = compile_expr(e.body), e.var
+    body, var, domain = compile_expr(e.body), e.var, e.domain
 
     def values(n: Names, a: Arrays) -> Any:
         scope = dict(n)
-        for q in range(n["pages"]):
+        ids = n[domain]
+        for q in (range(ids) if isinstance(ids, int) else ids):
             scope[var] = q
             yield body(scope, a)
 

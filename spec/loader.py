@@ -1,8 +1,9 @@
 """Read a spec file into a checked :class:`~morphcache.spec.model.Spec`.
 
-Sections (see ``spec/README.md``): ``spec``, ``description``, ``instance`` (pages, constants),
-``system`` and ``page`` variables, ``objects``, ``predicates``, ``lemmas``, ``properties``,
-``lookup`` and ``layouts``.  Every problem raises one located :class:`SpecError`.
+Sections (see ``spec/README.md``): ``spec``, ``description``, ``instance`` (pages, readers,
+constants), ``system``, ``reader``, ``page`` and ``reader_page`` variables, ``objects``,
+``predicates``, ``lemmas``, ``properties``, ``lookup`` and ``layouts``.  Every problem raises one
+located :class:`SpecError`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SpecError
-from .expr import Const, Expr, IfExp, Loc
+from .expr import Const, Expr, IfExp, Index, Loc, Name, Reduce, children, walk
 from .interp import evaluate
 from .model import (
     PAGE,
     PATHS,
+    READER,
+    READER_PAGE,
     RULES,
+    SCOPE_ARGS,
+    SCOPES,
     SYSTEM,
     Effect,
     Event,
@@ -34,8 +39,9 @@ from .typecheck import Scope, check
 from .yamlpos import YList, YMap, load_yaml, merge
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1}
-_TOP = ("spec", "description", "refutes", "instance", "system", "page", "objects", "predicates", "lemmas",
-        "properties", "lookup", "layouts")
+_TOP = ("spec", "description", "refutes", "instance", "system", "reader", "page", "reader_page", "objects",
+        "predicates", "lemmas", "properties", "lookup", "layouts")
+_RESERVED = ("p", "q", "r", "s", "pos", "pages", "readers")
 
 
 def load_spec(path: str | Path, pages: int | None = None) -> Spec:
@@ -84,6 +90,7 @@ class _Loader:
         self.predicates: dict[str, Predicate] = {}
         self.done: list[ObjectSpec] = []  # objects whose events are loaded (event names are unique)
         self.pages = 0
+        self.readers = 1
 
     # -- helpers -----------------------------------------------------------------------------
     def err(self, where: YMap | YList, key: str | int | None, message: str) -> SpecError:
@@ -116,26 +123,34 @@ class _Loader:
         if isinstance(value, (YMap, YList)) or value is None:
             raise SpecError(file, mark[0], mark[1], "expected an expression")
         e = parse_expr(value, Source(file, mark[0], mark[1]), self.predicates)
-        check(e, Scope(file, scope.scalars, scope.arrays, scope.states), want)
+        check(e, Scope(file, scope.scalars, scope.arrays, scope.states, scope.dims), want)
         return e
 
     def const_int(self, m: YMap, key: str, what: str) -> int:
         value = self.expr(m, key, self.const_scope(), "int")
-        result = evaluate(value, {**self.constants, "pages": self.pages})
+        result = evaluate(value, self.const_names())
         assert isinstance(result, int)
         return result
 
+    def const_names(self) -> dict[str, int]:
+        return {**self.constants, "pages": self.pages, "readers": self.readers}
+
     def const_scope(self) -> Scope:
-        return Scope(self.path, {k: "int" for k in [*self.constants, "pages"]}, {}, {})
+        return Scope(self.path, {k: "int" for k in [*self.constants, "pages", "readers"]}, {}, {})
 
     def base_scope(self) -> Scope:
-        scalars = {k: "int" for k in [*self.constants, "pages"]}
+        scalars = {k: "int" for k in [*self.constants, "pages", "readers"]}
         arrays: dict[str, str] = {}
-        for name, decl in self.vars.items():
-            (arrays if decl.scope == PAGE else scalars)[name] = decl.type
-        for obj, scope in self.scopes.items():
-            (arrays if scope == PAGE else scalars)[obj] = f"state:{obj}"
-        return Scope(self.path, scalars, arrays, self.states)
+        dims: dict[str, str] = {}
+        typed = [(name, decl.scope, decl.type) for name, decl in self.vars.items()]
+        typed += [(obj, scope, f"state:{obj}") for obj, scope in self.scopes.items()]
+        for name, scope, vtype in typed:
+            if scope == SYSTEM:
+                scalars[name] = vtype
+            else:
+                arrays[name] = vtype
+                dims[name] = scope
+        return Scope(self.path, scalars, arrays, self.states, dims)
 
     def unknown_keys(self, m: YMap, allowed: tuple[str, ...], what: str) -> None:
         for key in m:
@@ -143,7 +158,7 @@ class _Loader:
                 raise self.err(m, key, f"{what}: unknown key '{key}' (allowed: {', '.join(allowed)})")
 
     def name_ok(self, m: YMap, key: str, what: str) -> None:
-        if not key.isidentifier() or key in ("p", "q", "pos", "pages"):
+        if not key.isidentifier() or key in _RESERVED:
             raise self.err(m, key, f"{what} name '{key}' is not a usable identifier")
         taken = [*self.constants, *self.vars, *self.states]
         if key in taken:
@@ -155,16 +170,21 @@ class _Loader:
         self.unknown_keys(d, _TOP, "spec")
         name = self.need(d, "spec", str, "spec")
         inst = self.mapping(d, "instance", "instance")
-        self.unknown_keys(inst, ("pages", "constants"), "instance")
+        self.unknown_keys(inst, ("pages", "readers", "constants"), "instance")
         self.pages = self.need(inst, "pages", int, "instance")
         if self.pages < 1:
             raise self.err(inst, "pages", "instance: pages must be at least 1")
+        if "readers" in inst:
+            readers = inst["readers"]
+            if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
+                raise self.err(inst, "readers", "instance: readers must be an int, at least 1")
+            self.readers = readers
         consts = self.mapping(inst, "constants", "instance", required=False)
         for key in consts:
             self.name_ok(consts, key, "constant")
             self.constants[key] = self.const_int(consts, key, "constant")
-        for section, scope in (("system", SYSTEM), ("page", PAGE)):
-            decls = self.mapping(d, section, section, required=False)
+        for scope in SCOPES:
+            decls = self.mapping(d, scope, scope, required=False)
             for key in decls:
                 self.var(decls, key, scope, None)
         objects_raw = self.mapping(d, "objects", "objects")
@@ -187,6 +207,7 @@ class _Loader:
             lookup=self.lookup(),
             layouts=self.layouts(),
             refutes=tuple(str(x) for x in d.get("refutes", ()) or ()),
+            readers=self.readers,
         )
 
     def var(self, decls: YMap, key: str, scope: str, owner: str | None) -> None:
@@ -194,7 +215,7 @@ class _Loader:
         m = decls[key]
         if not isinstance(m, YMap):
             raise self.err(decls, key, f"variable '{key}': expected a mapping with type and init")
-        self.unknown_keys(m, ("type", "min", "max", "init", "description"), f"variable '{key}'")
+        self.unknown_keys(m, ("type", "min", "max", "init", "ghost", "description"), f"variable '{key}'")
         vtype = self.need(m, "type", str, f"variable '{key}'")
         if vtype not in ("int", "bool"):
             raise self.err(m, "type", f"variable '{key}': type must be int or bool, not '{vtype}'")
@@ -215,8 +236,11 @@ class _Loader:
                 raise self.err(m, "init", f"variable '{key}': init {init} is outside [{lo}, {hi}]")
         if lo is not None and hi is not None and lo > hi:
             raise self.err(m, None, f"variable '{key}': min {lo} is above max {hi}")
+        ghost = m.get("ghost", False)
+        if not isinstance(ghost, bool):
+            raise self.err(m, "ghost", f"variable '{key}': ghost must be true or false")
         self.vars[key] = VarDecl(key, vtype, scope, init, lo, hi, owner, Loc(decls.marks[key][0], decls.marks[key][1]),
-                                 lo_expr, hi_expr)
+                                 lo_expr, hi_expr, ghost)
 
     def object_header(self, objs: YMap, key: str) -> None:
         self.name_ok(objs, key, "object")
@@ -225,8 +249,8 @@ class _Loader:
             raise self.err(objs, key, f"object '{key}': expected a mapping")
         self.unknown_keys(m, ("scope", "description", "states", "initial", "vars", "events"), f"object '{key}'")
         scope = m.get("scope", PAGE)
-        if scope not in (PAGE, SYSTEM):
-            raise self.err(m, "scope", f"object '{key}': scope must be page or system")
+        if scope not in SCOPES:
+            raise self.err(m, "scope", f"object '{key}': scope must be one of {', '.join(SCOPES)}")
         states = self.need(m, "states", YList, f"object '{key}'")
         if not states or not all(isinstance(s, str) and s.isidentifier() for s in states):
             raise self.err(m, "states", f"object '{key}': states must be a non-empty list of names")
@@ -279,7 +303,7 @@ class _Loader:
         what = f"event '{ename}'"
         if not isinstance(m, YMap):
             raise self.err(raw, ename, f"{what}: expected a mapping with from and to")
-        self.unknown_keys(m, ("from", "to", "params", "guard", "effects", "description"), what)
+        self.unknown_keys(m, ("from", "to", "params", "guard", "effects", "env", "observes", "description"), what)
         sources = m.get("from")
         sources = [sources] if isinstance(sources, str) else sources
         if not isinstance(sources, list) or not sources:
@@ -296,33 +320,74 @@ class _Loader:
         for pname, pm in self.mapping(m, "params", what, required=False).items():
             if not isinstance(pm, YMap) or "min" not in pm or "max" not in pm:
                 raise self.err(m["params"], pname, f"{what}: param '{pname}' needs min and max")
+            if pname in _RESERVED or not pname.isidentifier():
+                raise self.err(m["params"], pname, f"{what}: param name '{pname}' is not a usable identifier")
             params.append(Param(pname, self.const_int(pm, "min", pname), self.const_int(pm, "max", pname)))
-        bound = {"p": "int"} if scope == PAGE else {}
-        escope = self.base_scope().bind(**bound, **{prm.name: "int" for prm in params})
+        env = m.get("env", False)
+        if not isinstance(env, bool):
+            raise self.err(m, "env", f"{what}: env must be true or false")
+        observes = self.observes(m, what)
+        escope = self.base_scope().bind(p="int", r="reader", **{prm.name: "int" for prm in params})
         guard = self.expr(m, "guard", escope) if "guard" in m else parse_expr("true", Source(self.path, 0, 0))
-        effects = tuple(self.effect(m["effects"], k, escope, scope, what)
+        effects = tuple(self.effect(m["effects"], k, escope, what)
                         for k in self.mapping(m, "effects", what, required=False))
+        used = _free(guard) | {n for eff in effects for n in (*_free(eff.value), *(eff.index or "").split(","))}
+        args = tuple(a for a in ("r", "p") if a in SCOPE_ARGS[scope] or a in used)
+        if not env:
+            self.no_ghost_reads(guard, f"{what}: its guard", ())
+            for eff in effects:
+                if not self.vars.get(eff.target, None) or not self.vars[eff.target].ghost:
+                    self.no_ghost_reads(eff.value, f"{what}: its effect on '{eff.target}'", observes)
         loc = Loc(raw.marks[ename][0], raw.marks[ename][1])
         return Event(ename, owner, scope, tuple(sources), target, guard, effects, tuple(params),
-                     str(m.get("description", "")).strip(), loc)
+                     str(m.get("description", "")).strip(), loc, args, env, observes)
 
-    def effect(self, effs: YMap, key: str, escope: Scope, ev_scope: str, what: str) -> Effect:
+    def observes(self, m: YMap, what: str) -> tuple[str, ...]:
+        if "observes" not in m:
+            return ()
+        raw = m["observes"]
+        names = [raw] if isinstance(raw, str) else raw
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise self.err(m, "observes", f"{what}: observes must list ghost variables")
+        for i, n in enumerate(names):
+            if n not in self.vars or not self.vars[n].ghost:
+                where: YMap | YList = raw if isinstance(raw, YList) else m
+                raise self.err(where, i if where is raw else "observes",
+                               f"{what}: observes '{n}', which is not a ghost")
+        return tuple(names)
+
+    def no_ghost_reads(self, e: Expr, what: str, allowed: tuple[str, ...]) -> None:
+        """Raise at the first ghost variable ``e`` reads (other than ``allowed``): the design may not read the truth."""
+        for node in walk(e):
+            if isinstance(node, (Name, Index)) and node.name in self.vars and self.vars[node.name].ghost \
+                    and node.name not in allowed:
+                raise SpecError(self.path, node.loc.line, node.loc.col,
+                                f"{what} reads ghost '{node.name}': the design may only read its own state "
+                                "(ghosts are for properties, environment events and declared observations)")
+
+    def effect(self, effs: YMap, key: str, escope: Scope, what: str) -> Effect:
         name, index = key, None
         if key.endswith("]") and "[" in key:
-            name, index = key[:-1].split("[", 1)
+            name, raw_index = key[:-1].split("[", 1)
+            index = ",".join(part.strip() for part in raw_index.split(","))
         if name in self.states:
             target_type, target_scope = f"state:{name}", self.scopes[name]
         elif name in self.vars:
             target_type, target_scope = self.vars[name].type, self.vars[name].scope
         else:
             raise self.err(effs, key, f"{what}: effect on unknown variable '{name}'")
-        if target_scope == PAGE and index not in ("p", "*"):
-            raise self.err(effs, key, f"{what}: per-page '{name}' must be written {name}[p] or {name}[*]")
-        if index == "p" and ev_scope != PAGE:
-            raise self.err(effs, key, f"{what}: a system event has no page p; write {name}[*]")
-        if target_scope == SYSTEM and index is not None:
-            raise self.err(effs, key, f"{what}: '{name}' is not per page")
-        scope = escope.bind(q="int") if index == "*" else escope
+        forms = _EFFECT_FORMS[target_scope]
+        if index not in forms:
+            shown = " or ".join(f"{name}[{f}]" if f else name for f in forms)
+            raise self.err(effs, key, f"{what}: {target_scope.replace('_', ' and ')} '{name}' must be written {shown}")
+        scope = escope
+        if index is not None:
+            parts = index.split(",")
+            if target_scope == READER_PAGE:
+                scope = scope.bind(**({"s": "reader"} if parts[0] == "*" else {}),
+                                   **({"q": "int"} if parts[1] == "*" else {}))
+            elif parts[0] == "*":
+                scope = scope.bind(**({"s": "reader"} if target_scope == READER else {"q": "int"}))
         value = self.expr(effs, key, scope, None)
         got = check(value, scope)
         if got != target_type and not (got == "str" and target_type.startswith("state:")):
@@ -368,7 +433,7 @@ class _Loader:
                 if event not in events:
                     raise self.err(m, "event", f"{what}: unknown event '{event}'")
                 ev = events[event]
-                scope = scope.bind(**{a: "int" for a in ev.arg_names})
+                scope = scope.bind(**{a: "reader" if a == "r" else "int" for a in ev.arg_names})
             e = self.expr(m, "expr", scope)
             out.append(Property(key, kind, e, rule, event, str(m.get("description", "")).strip(),
                                 Loc(raw.marks[key][0], raw.marks[key][1])))
@@ -398,6 +463,11 @@ class _Loader:
         for k in needed:
             if k not in ready:
                 raise self.err(needed_raw, k, f"lookup: '{k}' is needed but has no ready predicate")
+        for k, e in [*needed.items(), *ready.items()]:
+            self.no_ghost_reads(e, f"lookup of '{k}'", ())
+        for k, conds in recovery.items():
+            for path, cond in conds.items():
+                self.no_ghost_reads(cond, f"lookup recovery '{path}' of '{k}'", ())
         return Lookup(tuple(needed), needed, ready, recovery)
 
     def layouts(self) -> tuple[Layout, ...]:
@@ -434,6 +504,23 @@ class _Loader:
         result = evaluate(e, {**self.constants, "pages": self.pages})
         assert isinstance(result, int)
         return result
+
+
+_EFFECT_FORMS: dict[str, tuple[str | None, ...]] = {
+    SYSTEM: (None,), PAGE: ("p", "*"), READER: ("r", "*"), READER_PAGE: ("r,p", "r,*", "*,p", "*,*"),
+}
+
+
+def _free(e: Expr, bound: frozenset[str] = frozenset()) -> set[str]:
+    """The names ``e`` reads that no reduction inside it binds."""
+    if isinstance(e, Name):
+        return set() if e.name in bound else {e.name}
+    if isinstance(e, Reduce):
+        return _free(e.body, bound | {e.var})
+    out: set[str] = set()
+    for child in children(e):
+        out |= _free(child, bound)
+    return out
 
 
 def _state_literals(e: Expr) -> list[str]:

@@ -8,13 +8,23 @@ from .expr import Expr, Loc
 
 PAGE = "page"
 SYSTEM = "system"
+READER = "reader"
+READER_PAGE = "reader_page"
+SCOPES = (SYSTEM, READER, PAGE, READER_PAGE)
+SCOPE_ARGS: dict[str, tuple[str, ...]] = {SYSTEM: (), READER: ("r",), PAGE: ("p",), READER_PAGE: ("r", "p")}
+"""The subscripts a name of each scope takes, in order: ``x``, ``x[r]``, ``x[p]``, ``x[r, p]``."""
 RULES = ("admission", "diversion", "toctou", "topology")
 PATHS = ("in_place", "compress", "recompute", "prefetch")
 
 
 @dataclass(frozen=True)
 class VarDecl:
-    """A typed variable with a finite domain or bounds.  ``scope`` is page (one per page) or system."""
+    """A typed variable with a finite domain or bounds.
+
+    ``scope``: system (one), reader (one per reader), page (one per page) or reader_page (one per
+    reader and page).  ``ghost``: the variable records what is physically so (what a slot holds,
+    whether a copy is intact); the design's guards may never read it, properties are stated over it.
+    """
 
     name: str
     type: str  # "int" | "bool"
@@ -26,12 +36,18 @@ class VarDecl:
     loc: Loc = field(default=Loc(), compare=False)
     min_expr: Expr | None = field(default=None, compare=False)
     max_expr: Expr | None = field(default=None, compare=False)
-    """The bounds as written (free names: constants and ``pages``), for instances of other sizes."""
+    """The bounds as written (free names: constants, ``pages``, ``readers``), for instances of other sizes."""
+    ghost: bool = False
 
 
 @dataclass(frozen=True)
 class Effect:
-    """``target := value``; ``index`` is None (system), "p" (the event's page) or "*" (every page q)."""
+    """``target := value`` at ``index``.
+
+    ``index`` is None for a system name, else the subscripts as written, comma-separated: ``"p"``
+    (the event's page), ``"r"`` (its reader), ``"r,p"``; ``*`` stands for every page (bound as
+    ``q`` in the value) or every reader (bound as ``s``): ``"*"``, ``"r,*"``, ``"*,p"``, ``"*,*"``.
+    """
 
     target: str
     index: str | None
@@ -50,7 +66,14 @@ class Param:
 
 @dataclass(frozen=True)
 class Event:
-    """A transition of one object: from any of ``sources`` to ``target`` when ``guard`` holds."""
+    """A transition of one object: from any of ``sources`` to ``target`` when ``guard`` holds.
+
+    ``args``: ``r`` (the reader acting) and/or ``p`` (the page), as the owner's scope and the
+    guard and effects need them.  ``env``: an environment event, something the world does (a
+    copy corrupts, a file is lost); the runtime never fires it, the proofs range over it.
+    ``observes``: ghost variables the event measures (a checksum reads the bytes): its effects,
+    never its guard, may read them.
+    """
 
     name: str
     owner: str
@@ -62,12 +85,24 @@ class Event:
     params: tuple[Param, ...] = ()
     description: str = ""
     loc: Loc = field(default=Loc(), compare=False)
+    args: tuple[str, ...] = ()
+    env: bool = False
+    observes: tuple[str, ...] = ()
 
     @property
     def arg_names(self) -> tuple[str, ...]:
-        """The event's arguments in call order: ``p`` for page objects, then its params."""
-        first = ("p",) if self.scope == PAGE else ()
-        return first + tuple(prm.name for prm in self.params)
+        """The event's arguments in call order: ``r`` and/or ``p``, then its params."""
+        return self.args + tuple(prm.name for prm in self.params)
+
+    @property
+    def takes_reader(self) -> bool:
+        """Whether the event acts for a reader ``r``."""
+        return "r" in self.args
+
+    @property
+    def takes_page(self) -> bool:
+        """Whether the event acts on a page ``p``."""
+        return "p" in self.args
 
 
 @dataclass(frozen=True)
@@ -146,6 +181,7 @@ class Spec:
     lookup: Lookup
     layouts: tuple[Layout, ...]
     refutes: tuple[str, ...] = ()
+    readers: int = 1
 
     @property
     def events(self) -> tuple[Event, ...]:
@@ -162,3 +198,18 @@ class Spec:
     def page_range(self) -> range:
         """The page ids of the checked instance."""
         return range(self.pages)
+
+    def reader_range(self) -> range:
+        """The reader ids of the checked instance."""
+        return range(self.readers)
+
+    def scope_of(self, name: str) -> str:
+        """The scope of a variable or object called ``name``."""
+        if name in self.vars:
+            return self.vars[name].scope
+        return self.objects[name].scope
+
+    @property
+    def ghosts(self) -> frozenset[str]:
+        """Names of the ghost variables."""
+        return frozenset(n for n, d in self.vars.items() if d.ghost)

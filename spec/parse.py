@@ -1,9 +1,10 @@
 """Parse the restricted expression syntax into the IR, with ``ast`` (never ``eval``).
 
-Allowed: int/bool literals, quoted state names, names, ``name[index]``, ``not``/``and``/``or``,
-comparisons (chains allowed), ``in``/``not in`` a literal set, ``+ - * // %``, unary minus,
-``a if c else b``, ``implies(a, b)``, ``all/any/sum(body for q in pages)`` and calls of the spec's
-named predicates, which are inlined.  Anything else is a :class:`SpecError` at its column.
+Allowed: int/bool literals, quoted state names, names, ``name[index]`` and ``name[r, p]``,
+``not``/``and``/``or``, comparisons (chains allowed), ``in``/``not in`` a literal set,
+``+ - * // %``, unary minus, ``a if c else b``, ``implies(a, b)``, ``all/any/sum(body for q in
+pages)`` and ``(... for s in readers)``, and calls of the spec's named predicates, which are
+inlined.  Anything else is a :class:`SpecError` at its column.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 
 from .errors import SpecError
 from .expr import (
+    PAGES,
+    READERS,
     Binary,
     BoolOp,
     Compare,
@@ -89,8 +92,11 @@ class _Builder:
             return Name(node.id, loc)
         if isinstance(node, ast.Subscript):
             if not isinstance(node.value, ast.Name):
-                raise self.fail(node, "only a name can be indexed, as in gen[p]")
-            return Index(node.value.id, self.build(node.slice), loc)
+                raise self.fail(node, "only a name can be indexed, as in gen[p] or lgen[r, p]")
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if not parts:
+                raise self.fail(node, "an index needs at least one subscript")
+            return Index(node.value.id, tuple(self.build(a) for a in parts), loc)
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
                 return Unary("not", self.build(node.operand), loc)
@@ -157,11 +163,13 @@ class _Builder:
         if not isinstance(gen, ast.GeneratorExp) or len(gen.generators) != 1:
             raise self.fail(node, f"{kind} takes one generator: {kind}(... for q in pages)")
         comp = gen.generators[0]
-        if not isinstance(comp.target, ast.Name) or not (isinstance(comp.iter, ast.Name) and comp.iter.id == "pages"):
-            raise self.fail(node, f"{kind} ranges over pages only: {kind}(... for q in pages)")
+        if not isinstance(comp.target, ast.Name) or not (
+                isinstance(comp.iter, ast.Name) and comp.iter.id in (PAGES, READERS)):
+            raise self.fail(node, f"{kind} ranges over pages or readers: {kind}(... for q in pages), "
+                            f"{kind}(... for s in readers)")
         body = self.build(gen.elt)
         for cond in comp.ifs:
             guard = self.build(cond)
             body = IfExp(guard, body, Const(0, guard.loc)) if kind == "sum" else (
                 Implies(guard, body) if kind == "all" else BoolOp("and", (guard, body)))
-        return Reduce(kind, comp.target.id, body, self.loc(node))
+        return Reduce(kind, comp.target.id, body, self.loc(node), comp.iter.id)

@@ -1,14 +1,15 @@
 """Type-check IR expressions against a spec's declarations.
 
-Types are ``int``, ``bool`` and ``state:OBJ`` (the state of object OBJ).  A quoted literal is a
-state name and is checked against the object it is compared with.  Every error is a located
-:class:`SpecError`.
+Types are ``int``, ``bool``, ``reader`` (a reader: ``r``, or ``s`` bound by ``for s in readers``;
+it can only subscript a per-reader name or be compared with ``==``/``!=``) and ``state:OBJ`` (the
+state of object OBJ).  A quoted literal is a state name and is checked against the object it is
+compared with.  Every error is a located :class:`SpecError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import SpecError
 from .expr import (
@@ -27,20 +28,29 @@ from .expr import (
 )
 
 STR = "str"
+READER_T = "reader"
+_SUBSCRIPTS = {"page": ("int",), "reader": (READER_T,), "reader_page": (READER_T, "int")}
+_WRITTEN = {"page": "{}[p]", "reader": "{}[r]", "reader_page": "{}[r, p]"}
 
 
 @dataclass(frozen=True)
 class Scope:
-    """What names mean: scalars (name -> type), per-page arrays (name -> type), object states."""
+    """What names mean: scalars (name -> type), indexed arrays (name -> type), object states, and
+    each array's dimensions (``dims``: name -> page, reader or reader_page; page when absent)."""
 
     path: str
     scalars: Mapping[str, str]
     arrays: Mapping[str, str]
     states: Mapping[str, tuple[str, ...]]
+    dims: Mapping[str, str] = field(default_factory=dict)
 
     def bind(self, **extra: str) -> Scope:
-        """A scope with more scalar names (event params, bound pages, ``pos``)."""
-        return Scope(self.path, {**self.scalars, **extra}, self.arrays, self.states)
+        """A scope with more scalar names (event params, bound pages and readers, ``pos``)."""
+        return Scope(self.path, {**self.scalars, **extra}, self.arrays, self.states, self.dims)
+
+    def dim(self, name: str) -> str:
+        """The dimensions of array ``name``."""
+        return self.dims.get(name, "page")
 
     def error(self, e: Expr, message: str) -> SpecError:
         return SpecError(self.path, e.loc.line, e.loc.col, message)
@@ -65,14 +75,23 @@ def _type(e: Expr, s: Scope) -> str:  # noqa: C901 - one case per node kind
         if e.name in s.scalars:
             return s.scalars[e.name]
         if e.name in s.arrays:
-            raise s.error(e, f"'{e.name}' is per page: write {e.name}[p]")
+            dim = s.dim(e.name)
+            raise s.error(e, f"'{e.name}' is per {dim.replace('_', ' and ')}: write {_WRITTEN[dim].format(e.name)}")
         raise s.error(e, f"unknown name '{e.name}'")
     if isinstance(e, Index):
         if e.name not in s.arrays:
             if e.name in s.scalars:
-                raise s.error(e, f"'{e.name}' is not per page and cannot be indexed")
-            raise s.error(e, f"unknown per-page variable or object '{e.name}'")
-        check(e.index, s, "int")
+                raise s.error(e, f"'{e.name}' is not indexed (not per page or per reader)")
+            raise s.error(e, f"unknown per-page or per-reader variable or object '{e.name}'")
+        dim = s.dim(e.name)
+        want = _SUBSCRIPTS[dim]
+        if len(e.args) != len(want):
+            raise s.error(e, f"'{e.name}' is per {dim.replace('_', ' and ')}: write {_WRITTEN[dim].format(e.name)}")
+        for arg, t in zip(e.args, want, strict=True):
+            got = _type(arg, s)
+            if got != t:
+                what = "a reader (r, or s bound by 'for s in readers')" if t == READER_T else "a page (an int)"
+                raise s.error(arg, f"subscript of '{e.name}' must be {what}, got {_show(got)}")
         return s.arrays[e.name]
     if isinstance(e, Unary):
         return check(e.operand, s, "bool" if e.op == "not" else "int")
@@ -101,7 +120,7 @@ def _type(e: Expr, s: Scope) -> str:  # noqa: C901 - one case per node kind
         check(e.other, s, t)
         return t
     if isinstance(e, Reduce):
-        inner = s.bind(**{e.var: "int"})
+        inner = s.bind(**{e.var: READER_T if e.domain == "readers" else "int"})
         check(e.body, inner, "int" if e.kind == "sum" else "bool")
         return "int" if e.kind == "sum" else "bool"
     raise TypeError(f"not an expression node: {e!r}")
