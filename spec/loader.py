@@ -277,7 +277,7 @@ class _Loader:
                     raise self.err(m, None, f"predicate '{key}': missing 'expr'")
             else:
                 params, body_map, body_key = ("p",), preds, key
-            scope = self.base_scope().bind(**{prm: "int" for prm in params})
+            scope = self.base_scope().bind(**{prm: "reader" if prm in ("r", "s") else "int" for prm in params})
             body = self.expr(body_map, body_key, scope)
             self.predicates[key] = Predicate(key, params, body)
 
