@@ -3,8 +3,9 @@
 A compiled expression takes ``names`` (scalars: constants, system variables and states, event
 arguments, bound pages and readers) and ``arrays`` (indexed variables and states: ``arrays[x][p]``
 per page, ``arrays[x][r]`` per reader, ``arrays[x][(r, p)]`` per reader and page) and returns an
-int, a bool or a state name.  A reduction ranges over ``names["pages"]`` / ``names["readers"]``:
-a count (ids ``0..n-1``) or any iterable of ids.
+int, a bool or a state name.  A reduction ranges over ``names[domain]`` (``pages`` or ``readers``
+as written): a count (ids ``0..n-1``), any iterable of ids, or a callable taking the names and
+returning one (a domain that depends on the bound reader or page, e.g. the pages a reader touches).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def _compile_reduce(e: Reduce) -> Compiled:
     def values(n: Names, a: Arrays) -> Any:
         scope = dict(n)
         ids = n[domain]
+        if callable(ids):
+            ids = ids(n)
         for q in (range(ids) if isinstance(ids, int) else ids):
             scope[var] = q
             yield body(scope, a)
