@@ -3,6 +3,7 @@
 Entry point: :class:`CacheManager` (see ``runtime/README.md``).
 """
 
+from .binding import SHIPPED_SPEC
 from .config import RuntimeConfig
 from .errors import (
     BadInputError,
@@ -23,17 +24,18 @@ from .errors import (
     TopologyError,
     UnknownPageError,
     UnknownSequenceError,
-    ViewConflictError,
 )
-from .lease import Lease, PartialSnapshot
-from .lookups import ReadView
+from .lease import Lease, PartialSnapshot, ReadView
 from .manager import CacheManager
 from .metrics import MetricsSnapshot
 from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, RecoveryReport
+from .policy import POLICIES, EvictionPolicy, LRUPolicy, PageMeta, register_policy
 from .recorder import Step
 from .store import MemoryPageStore, PageStore, expected_payload
 
 __all__ = [
+    "POLICIES",
+    "SHIPPED_SPEC",
     "Assignment",
     "BadInputError",
     "CacheManager",
@@ -42,9 +44,11 @@ __all__ = [
     "DiversionError",
     "DomainError",
     "DuplicateSequenceError",
+    "EvictionPolicy",
     "ForeignLeaseError",
     "GuardRefused",
     "IntegrityError",
+    "LRUPolicy",
     "Lease",
     "LeaseError",
     "LeaseReleasedError",
@@ -54,6 +58,7 @@ __all__ = [
     "Miss",
     "MorphcacheError",
     "NeedsRecovery",
+    "PageMeta",
     "PageStore",
     "PartialSnapshot",
     "PinnedPageError",
@@ -69,6 +74,6 @@ __all__ = [
     "TopologyError",
     "UnknownPageError",
     "UnknownSequenceError",
-    "ViewConflictError",
     "expected_payload",
+    "register_policy",
 ]

@@ -4,33 +4,44 @@ Guards, effects, predicates and invariants all come from the spec.  What the run
 by name is *which* events to propose for an operation (``append`` proposes ``open``/``append``/
 ``seal``) and which variables carry its bookkeeping (the frontier, the pin count, the generation).
 ``check_binding`` refuses a spec that lacks any of them, with the list of what is missing.
+
+``SHIPPED_SPEC`` is the one place the default design's path is spelled.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from morphcache.spec import loader
 from morphcache.spec.model import Spec
 
 from .errors import ConfigError
 
+SHIPPED_SPEC = Path(loader.__file__).resolve().parent / "hybrid_readers.yaml"  # installed beside morphcache.spec
+
 # constants
 C = "C"
-# system state
+# per-reader state
 FRONTIER = "frontier"
+SEQ = "seq"
 GRAPH = "graph"
 # per-page state
 PIN = "pin"
 GEN = "gen"
-LGEN = "lgen"
+DEPTH = "depth"
 FILL = "fill"
-TAIL, COMPRESSED, INDEXER, WINDOW, TIER, POOL, LEASE = (
-    "tail", "compressed", "indexer", "window", "tier", "pool", "lease")
+TAIL, COMPRESSED, INDEXER, WINDOW, TIER, POOL = "tail", "compressed", "indexer", "window", "tier", "pool"
+# per-(reader, page) state
+BLOCK, LEASE, LPIN, LGEN = "block", "lease", "lpin", "lgen"
 
 # object -> states the runtime's policies name
 STATES: dict[str, tuple[str, ...]] = {
+    SEQ: ("idle", "active"),
+    BLOCK: ("out", "in"),
     TAIL: ("empty", "filling", "sealed", "released"),
     COMPRESSED: ("none", "building", "complete"),
     INDEXER: ("none", "built"),
-    WINDOW: ("live",),
+    WINDOW: ("unwritten", "live", "expired"),
     TIER: ("gpu", "offloading", "host", "disk", "prefetching", "dropped"),
     POOL: ("private", "pooled"),
     LEASE: ("free", "held"),
@@ -38,16 +49,15 @@ STATES: dict[str, tuple[str, ...]] = {
 }
 
 EVENTS = (
-    "open", "append", "seal", "release_tail", "begin_compress", "finish_compress", "recompress",
-    "build_index", "slide", "offload", "offload_done", "spill", "prefetch", "copy_done", "verify",
-    "land", "corrupt", "drop", "recompute", "admit", "evict", "acquire", "read", "release",
-    "release_last", "capture", "uncapture",
+    "register", "free", "attach", "detach", "open", "append", "seal", "release_tail", "forget",
+    "begin_compress", "finish_compress", "recompress", "build_index", "slide", "offload", "offload_done",
+    "spill", "prefetch", "copy_done", "verify", "land", "corrupt", "drop", "recompute", "admit", "evict",
+    "acquire", "acquire_tail", "read", "release", "release_last", "capture", "uncapture",
 )
-VARS = (FRONTIER, PIN, GEN, LGEN, FILL)
+VARS = (FRONTIER, PIN, GEN, DEPTH, FILL, LPIN, LGEN)
 
 # tier state -> where the page's payload lives
-HOME = {"gpu": "gpu", "offloading": "gpu", "prefetching": "gpu", "host": "host", "disk": "disk",
-        "dropped": None}
+HOME = {"gpu": "gpu", "offloading": "gpu", "prefetching": "gpu", "host": "host", "disk": "disk", "dropped": None}
 
 
 def check_binding(spec: Spec) -> None:

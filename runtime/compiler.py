@@ -1,114 +1,108 @@
-"""Compile a Spec into the closures the runtime executes (all through ``spec.interp.compile_expr``).
+"""Compile a Spec into what the runtime executes: every guard, effect, predicate and invariant, each
+as a closure (``spec.interp``) and as numpy operations (``spec.vector``), from the same expression.
 
-Each page event gets a *mode* that says where its guard and effects are evaluated:
+Before compiling, each expression goes through the passes of ``irtools`` and ``domains``::
 
-- ``local``: guard and effects read only the event's own page (``x[p]``), so they have one value
-  whatever the sequence; evaluated once on the page (``acquire``, ``offload``, ``land`` ...).
-- ``global``: the guard reduces over pages (``sum(... for q in pages)`` in ``admit``).  The reuse
-  pool is shared by every sequence, so the reduction ranges over *every page of the manager*; page
-  reductions whose body reads only ``x[q]`` are maintained incrementally as aggregates.
-- ``view``: the guard or an effect reads a sequence's system state (``frontier``, ``graph``) or uses
-  ``p`` arithmetically; evaluated in the view of every live sequence that holds the page (``open``,
-  ``append``, ``seal``, ``slide``, ``prefetch``, ``recompute``).
+    spec expression --fold constants--> --observed ghosts as names--> --runtime domains-->
+        --state names as codes--> compile_expr (closure)  /  compile_vector (numpy)
+
+Nothing is restated: a change to a guard in the spec file changes what the runtime does.  Ghost
+variables are not compiled (the runtime keeps none); an effect that reads a ghost the event observes
+reads the observation the caller hands in (``@obs_<ghost>``: ``verify`` measures ``intact``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
-from morphcache.spec.expr import Const, Expr, Name, Reduce, conjuncts, render
+from morphcache.spec.expr import Const, Expr, Index, Name, Reduce, conjuncts, render, walk
 from morphcache.spec.interp import Compiled, compile_expr
-from morphcache.spec.model import PAGE, Event, Param, Property, Spec
+from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Event, Param, Property, Spec
+from morphcache.spec.vector import VecCompiled, compile_vector
 
 from .bounds import declared_bounds
+from .domains import PAGE_READERS, Aggregate, Domain, DomainTable
 from .errors import ConfigError
-from .irtools import (
-    array_names,
-    fold,
-    free_names,
-    has_reduce,
-    page_local,
-    redirect_pages,
-    replace_reductions,
-)
+from .irtools import array_names, encode_states, fold, free_names, replace_index
 
-LOCAL, GLOBAL, VIEW, SYSTEM = "local", "global", "view", "system"
-PID = "@pid"  # the physical page id, bound next to the block index p for direct evaluation
+OBS = "@obs_"  # names key prefix of an observed ghost's measured value
+Bound: TypeAlias = Compiled | int | None
 
 
 @dataclass(frozen=True)
 class Conjunct:
-    """One top-level conjunct of a guard: its text, its closure and the names it reads."""
+    """One top-level conjunct of a guard: its text, closure, vector form and the names it reads."""
 
     text: str
+    expr: Expr
     fn: Compiled
+    vfn: VecCompiled
     reads: frozenset[str]
 
 
 @dataclass(frozen=True)
 class CompiledEffect:
-    """``target[index] := value``; ``system`` when the target is a system variable or object."""
+    """``target[index] := value``; ``scope`` is the target's (page, reader or reader_page)."""
 
     target: str
-    index: str | None
+    scope: str
+    index: str
+    text: str
+    expr: Expr
     fn: Compiled
-    text: str
-    system: bool
-    lo: Compiled | int | None  # an int when the bound is a constant
-    hi: Compiled | int | None
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """A page reduction maintained over every page: ``kind`` of ``body`` for ``var`` in pages."""
-
-    name: str
-    kind: str
-    var: str
-    body: Compiled
-    text: str
-    reads: frozenset[str]
-
-
-@dataclass(frozen=True)
-class CompiledProperty:
-    """A property compiled to a closure; ``system_free`` when it reads no system state."""
-
-    prop: Property
-    fn: Compiled
-    text: str
-    system_free: bool
-    body: Compiled | None  # the body of a top-level ``all(... for q in pages)``, for diagnostics
-    var: str | None
-    reads: frozenset[str] = frozenset()
+    vfn: VecCompiled
+    lo: Bound
+    hi: Bound
+    star: Domain | None  # the range of a '*' in the index
 
 
 @dataclass(frozen=True)
 class CompiledEvent:
-    """Everything the runtime needs to fire one event."""
+    """Everything the pipeline needs to fire one event."""
 
     event: Event
     name: str
     owner: str
-    scope: str
-    sources: frozenset[str]
-    target: str
-    mode: str
-    guard: Compiled
+    scope: str  # the owner's scope: which index holds its state
+    sources: frozenset[int]
+    target: int
     guard_text: str
+    guard: Compiled
+    vguard: VecCompiled
     conjuncts: tuple[Conjunct, ...]
     effects: tuple[CompiledEffect, ...]
     params: tuple[Param, ...]
-    aggregates: tuple[str, ...]
-    steps: tuple[CompiledProperty, ...]
-    reads: frozenset[str] = frozenset()  # per-page state the guard and effects read
-    direct: bool = False  # view event compiled to read the page table at ``@pid`` (see redirect_pages)
+    observes: tuple[str, ...]
+    reads: frozenset[str]  # every name the guard and effects read (arrays, aggregates, domains)
+    steps: tuple[CompiledProperty, ...] = ()
 
     @property
     def writes(self) -> frozenset[str]:
-        """Variables and object states this event can change (its owner included)."""
+        """Variables and object states the event can change (its owner included)."""
         return frozenset({self.owner, *(e.target for e in self.effects)})
+
+    @property
+    def takes_reader(self) -> bool:
+        """Whether the event acts for a reader."""
+        return "r" in self.event.args
+
+    @property
+    def takes_page(self) -> bool:
+        """Whether the event acts on a page."""
+        return "p" in self.event.args
+
+
+@dataclass(frozen=True)
+class CompiledProperty:
+    """An invariant, lemma or step property compiled over the runtime's domains (no aggregates)."""
+
+    prop: Property
+    expr: Expr
+    fn: Compiled
+    text: str
+    reads: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -119,47 +113,81 @@ class CompiledLookup:
     needed: Mapping[str, Compiled]
     needed_reads_state: Mapping[str, bool]
     ready: Mapping[str, Compiled]
+    vready: Mapping[str, VecCompiled]
     ready_local: Mapping[str, bool]
     ready_text: Mapping[str, str]
     recovery: Mapping[str, Mapping[str, Compiled]]
-    recovery_local: Mapping[str, bool]
     reads: frozenset[str]
 
 
 class CompiledSpec:
-    """A spec compiled with the runtime's constants."""
+    """A many-reader spec compiled with the runtime's constants."""
 
     def __init__(self, spec: Spec, constants: Mapping[str, int]) -> None:
         self.spec = spec
         self.constants = dict(constants)
-        self.states = {name: obj.states for name, obj in spec.objects.items()}
-        self.system_init: dict[str, object] = {}
-        self.page_init: dict[str, object] = {}
+        self.codes: dict[str, dict[str, int]] = {n: {s: i for i, s in enumerate(o.states)}
+                                                 for n, o in spec.objects.items()}
+        self.state_names: dict[str, tuple[str, ...]] = {n: o.states for n, o in spec.objects.items()}
+        self.ghosts = spec.ghosts
+        by_scope: dict[str, list[str]] = {SYSTEM: [], PAGE: [], READER: [], READER_PAGE: []}
+        self.init: dict[str, int] = {}
         for name, decl in spec.vars.items():
-            (self.page_init if decl.scope == PAGE else self.system_init)[name] = decl.init
+            if not decl.ghost:
+                by_scope[decl.scope].append(name)
+                self.init[name] = int(decl.init)
         for name, obj in spec.objects.items():
-            (self.page_init if obj.scope == PAGE else self.system_init)[name] = obj.initial
-        self.system_names = frozenset(self.system_init)
-        self.page_names = frozenset(self.page_init)
-        self.aggregates: dict[str, Aggregate] = {}
-        bounds = declared_bounds(spec)
-        self.bounds: dict[str, tuple[Compiled | int | None, Compiled | int | None]] = {}
-        for name, b in bounds.items():
-            self.bounds[name] = (self._bound(b.lo), self._bound(b.hi))
-        props = [self._property(p) for p in spec.properties]
-        self.invariants = tuple(p for p in props if p.prop.kind in ("invariant", "lemma"))
+            by_scope[obj.scope].append(name)
+            self.init[name] = self.codes[name][obj.initial]
+        if by_scope[SYSTEM]:
+            raise ConfigError(f"spec '{spec.name}': the runtime runs a many-reader design; system-scoped "
+                              f"state ({', '.join(by_scope[SYSTEM])}) has no runtime meaning")
+        self.page_names = tuple(by_scope[PAGE])
+        self.reader_names = tuple(by_scope[READER])
+        self.rp_names = tuple(by_scope[READER_PAGE])
+        self.scopes = {n: spec.scope_of(n) for n in self.init}
+        self.table = DomainTable(spec)
+        self.bounds: dict[str, tuple[Bound, Bound]] = {
+            name: (self._bound(b.lo), self._bound(b.hi)) for name, b in declared_bounds(spec).items()}
+        props = [p for p in spec.properties if not (self._reads_of(p.expr) & self.ghosts)]
+        compiled = [self._property(p) for p in props]
+        self.invariants = tuple(c for c in compiled if c.prop.kind in ("invariant", "lemma"))
         steps: dict[str, list[CompiledProperty]] = {}
-        for p in props:
-            if p.prop.kind == "step" and p.prop.event is not None:
-                steps.setdefault(p.prop.event, []).append(p)
-        self.events = {ev.name: self._event(ev, tuple(steps.get(ev.name, ()))) for ev in spec.events}
+        for c in compiled:
+            if c.prop.kind == "step" and c.prop.event is not None:
+                steps.setdefault(c.prop.event, []).append(c)
+        self.events = {ev.name: self._event(ev, tuple(steps.get(ev.name, ()))) for ev in spec.events if not ev.env}
         self.lookup = self._lookup()
+        self.reverse_indexed = frozenset(
+            v for ev in self.events.values() for d in self.domains_read(ev) if d.kind == PAGE_READERS for v in d.vars)
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _compile(self, e: Expr) -> Compiled:
-        return compile_expr(fold(e, self.constants))
+    @property
+    def domains(self) -> Mapping[str, Domain]:
+        """Every runtime domain a compiled expression ranges over, by names key."""
+        return self.table.domains
 
-    def _bound(self, e: Expr | None) -> Compiled | int | None:
+    @property
+    def aggregates(self) -> Mapping[str, Aggregate]:
+        """Page aggregates the events read, by names key."""
+        return self.table.aggregates
+
+    def domains_read(self, ev: CompiledEvent) -> list[Domain]:
+        """The domains an event's guard and effects range over."""
+        return [self.domains[n] for n in ev.reads if n in self.domains] + [e.star for e in ev.effects if e.star]
+
+    def _reads_of(self, e: Expr) -> frozenset[str]:
+        """Names ``e`` reads: scalars, indexed variables and the runtime domains its reductions range over."""
+        return frozenset(free_names(e) | array_names(e) | {n.domain for n in walk(e) if isinstance(n, Reduce)})
+
+    def _prep(self, e: Expr, obj: str | None = None, observes: tuple[str, ...] = (), aggregates: bool = True) -> Expr:
+        out = fold(e, self.constants)
+        if observes:
+            out = replace_index(out, lambda n: Name(OBS + n.name, n.loc) if n.name in observes else None)
+        out = self.table.restrict(out, aggregates)
+        return encode_states(out, self.codes, obj)
+
+    def _bound(self, e: Expr | None) -> Bound:
         if e is None:
             return None
         folded = fold(e, self.constants)
@@ -167,104 +195,55 @@ class CompiledSpec:
             return folded.value
         return compile_expr(folded)
 
-    def _reads(self, e: Expr) -> frozenset[str]:
-        return frozenset(free_names(e) | array_names(e))
-
-    def _aggregate(self, r: Reduce) -> Name | None:
-        if not page_local(r.body, r.var):
-            return None
-        text = render(r)
-        for agg in self.aggregates.values():
-            if agg.text == text:
-                return Name(agg.name)
-        name = f"@agg{len(self.aggregates)}"
-        self.aggregates[name] = Aggregate(name, r.kind, r.var, compile_expr(r.body), text,
-                                          frozenset(array_names(r.body)))
-        return Name(name)
-
     def _property(self, prop: Property) -> CompiledProperty:
-        e = fold(prop.expr, self.constants)
-        system_free = not (free_names(e) & self.system_names)
-        body = var = None
-        if isinstance(e, Reduce) and e.kind == "all":
-            body, var = compile_expr(e.body), e.var
-        return CompiledProperty(prop, compile_expr(e), render(prop.expr), system_free, body, var,
-                                self._reads(prop.expr))
+        e = self._prep(prop.expr, aggregates=False)
+        return CompiledProperty(prop, e, compile_expr(e), render(prop.expr), self._reads_of(prop.expr))
 
     # -- events -----------------------------------------------------------------------------------
     def _event(self, ev: Event, steps: tuple[CompiledProperty, ...]) -> CompiledEvent:
-        params = frozenset(prm.name for prm in ev.params)
-        guard = fold(ev.guard, self.constants)
-        effects = [(eff, fold(eff.value, self.constants)) for eff in ev.effects]
-        aggs: tuple[str, ...] = ()
-        if ev.scope != PAGE:
-            mode = SYSTEM
-        elif has_reduce(guard) or any(has_reduce(v) for _, v in effects):
-            mode = GLOBAL
-            guard = replace_reductions(guard, self._aggregate)
-            effects = [(eff, replace_reductions(v, self._aggregate)) for eff, v in effects]
-            aggs = tuple(sorted(free_names(guard) & set(self.aggregates)))
-            allowed = params | set(self.aggregates)
-            if not page_local(guard, "p", frozenset(allowed)) or not all(
-                eff.index == "p" and page_local(v, "p", frozenset(allowed)) for eff, v in effects
-            ):
-                raise ConfigError(
-                    f"event '{ev.name}': its guard reduces over pages and also reads a sequence's state; "
-                    "the runtime cannot give it one global meaning"
-                )
-        else:
-            local = page_local(guard, "p", params) and all(
-                eff.index == "p" and page_local(v, "p", params) for eff, v in effects
-            )
-            mode = LOCAL if local else VIEW
-        direct = False
-        if mode == VIEW:
-            moved = [redirect_pages(v, "p", PID) for _, v in effects]
-            moved_guard = redirect_pages(guard, "p", PID)
-            if moved_guard is not None and all(m is not None for m in moved) and all(
-                    eff.index != "*" for eff, _ in effects):
-                direct = True
-                guard = moved_guard
-                effects = [(eff, m) for (eff, _), m in zip(effects, moved, strict=True)]  # type: ignore[misc]
+        obs = ev.observes
+        guard = self._prep(ev.guard, observes=obs)
         parts = []
         for c in conjuncts(ev.guard):
-            folded = fold(c, self.constants)
-            if mode == GLOBAL:
-                folded = replace_reductions(folded, self._aggregate)
-            elif direct:
-                folded = redirect_pages(folded, "p", PID) or folded
-            parts.append(Conjunct(render(c), compile_expr(folded), self._reads(c)))
-        ceffects = []
-        for eff, value in effects:
+            e = self._prep(c, observes=obs)
+            parts.append(Conjunct(render(c), e, compile_expr(e), compile_vector(e), self._reads_of(e)))
+        effects = []
+        reads = set(self._reads_of(guard))
+        for eff in ev.effects:
+            if eff.target in self.ghosts:
+                continue
+            obj = eff.target if eff.target in self.codes else None
+            value = self._prep(eff.value, obj, obs)
+            reads |= self._reads_of(value)
+            star = self.table.star(eff.target, eff.index or "", eff.value) if eff.index and "*" in eff.index else None
             lo, hi = self.bounds.get(eff.target, (None, None))
-            ceffects.append(CompiledEffect(eff.target, eff.index, compile_expr(value), render(eff.value),
-                                           eff.target in self.system_names, lo, hi))
-        reads = frozenset(array_names(guard).union(*(array_names(v) for _, v in effects)))
-        return CompiledEvent(ev, ev.name, ev.owner, ev.scope, frozenset(ev.sources), ev.target, mode,
-                             compile_expr(guard), render(ev.guard), tuple(parts), tuple(ceffects), ev.params,
-                             aggs, steps, reads, direct)
+            effects.append(CompiledEffect(eff.target, self.scopes[eff.target], eff.index or "", render(eff.value),
+                                          value, compile_expr(value), compile_vector(value), lo, hi, star))
+        return CompiledEvent(
+            ev, ev.name, ev.owner, ev.scope, frozenset(self.codes[ev.owner][s] for s in ev.sources),
+            self.codes[ev.owner][ev.target], render(ev.guard), compile_expr(guard), compile_vector(guard),
+            tuple(parts), tuple(effects), ev.params, obs, frozenset(reads), steps)
 
     # -- lookup -----------------------------------------------------------------------------------
     def _lookup(self) -> CompiledLookup:
         lk = self.spec.lookup
-        needed, needed_state, ready, ready_local, ready_text = {}, {}, {}, {}, {}
+        needed, needed_state, ready, vready, local, text = {}, {}, {}, {}, {}, {}
         recovery: dict[str, dict[str, Compiled]] = {}
-        recovery_local: dict[str, bool] = {}
         reads: set[str] = set()
         for obj in lk.objects:
             n = fold(lk.needed[obj], self.constants)
             needed[obj] = compile_expr(n)
             needed_state[obj] = bool(array_names(n) or (free_names(n) - {"p", "pos"}))
-            r = fold(lk.ready[obj], self.constants)
+            r = self._prep(lk.ready[obj])
             ready[obj] = compile_expr(r)
-            ready_local[obj] = page_local(r)
-            ready_text[obj] = render(lk.ready[obj])
+            vready[obj] = compile_vector(r)
+            local[obj] = all(isinstance(x, Index) is False or (len(x.args) == 1 and isinstance(x.args[0], Name)
+                                                                and x.args[0].name == "p") for x in walk(r)) \
+                and not (free_names(r) - {"p"})
+            text[obj] = render(lk.ready[obj])
             reads |= array_names(r)
-            paths = lk.recovery.get(obj, {})
-            recovery[obj] = {path: self._compile(cond) for path, cond in paths.items()}
-            recovery_local[obj] = all(page_local(fold(c, self.constants)) for c in paths.values())
-        return CompiledLookup(lk.objects, needed, needed_state, ready, ready_local, ready_text, recovery,
-                              recovery_local, frozenset(reads))
+            recovery[obj] = {path: compile_expr(self._prep(cond)) for path, cond in lk.recovery.get(obj, {}).items()}
+        return CompiledLookup(lk.objects, needed, needed_state, ready, vready, local, text, recovery, frozenset(reads))
 
     def event(self, name: str) -> CompiledEvent:
         """The compiled event ``name``; ConfigError if the spec has none."""
@@ -272,3 +251,12 @@ class CompiledSpec:
             return self.events[name]
         except KeyError:
             raise ConfigError(f"the spec has no event '{name}'") from None
+
+    def decode(self, name: str, value: object) -> object:
+        """A stored value as the spec writes it: a state name for an object, a bool for a bool variable."""
+        if name in self.state_names:
+            return self.state_names[name][int(value)]  # type: ignore[call-overload]
+        decl = self.spec.vars.get(name)
+        if decl is not None and decl.type == "bool":
+            return bool(value)
+        return int(value)  # type: ignore[call-overload]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
+from .policy import POLICIES, EvictionPolicy
 
 _POSITIVE = ("page_size", "gpu_pages", "max_pin", "top_k", "prefetch_workers", "max_sequence_tokens")
 _NON_NEGATIVE = ("window", "host_pages", "disk_pages", "page_bytes")
@@ -29,11 +30,16 @@ class RuntimeConfig:
     """Sizes, tiers and policy switches of one CacheManager.
 
     ``compress_block`` must divide ``page_size`` (default: one compressed entry per page).
-    ``disk_dir`` None disables the disk tier.  ``page_bytes`` 0 means "ask the page store".
+    ``disk_dir`` None disables the disk tier (an empty path is an error, not a disabled tier).
+    ``page_bytes`` 0 means "ask the page store".
     ``max_sequence_tokens`` bounds one sequence's length (longer appends are refused as bad input).
     ``backend`` "table" (fast, the default) or "machine" (every trigger goes through the
-    ``transitions`` machines; slower, same decisions).  ``record`` keeps every fired step for the
-    conformance checker.  ``strict`` also evaluates the spec's step properties before each step.
+    ``transitions`` machines; slower, same decisions).  ``fast`` False evaluates every firing alone
+    with the closure backend (the general path; batches fire one by one).  ``record`` keeps every
+    fired step (projected) for the conformance checker; it does not switch the fast paths off.
+    ``strict`` also evaluates the spec's step properties that read no ghost before each step.
+    ``policy``: the eviction policy, an ``EvictionPolicy`` instance (owned by this manager) or a
+    registered name (``policy.POLICIES``; "lru", the default).
     """
 
     page_size: int = 16
@@ -56,6 +62,8 @@ class RuntimeConfig:
     backend: str = "table"
     record: bool = False
     strict: bool = False
+    fast: bool = True
+    policy: str | EvictionPolicy = "lru"
     constants: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -79,8 +87,13 @@ class RuntimeConfig:
             raise ConfigError(f"RuntimeConfig.backend must be 'table' or 'machine', got {self.backend!r}")
         if self.disk_pages and self.disk_dir is None:
             raise ConfigError("RuntimeConfig.disk_pages > 0 needs a disk_dir")
-        if self.disk_dir is not None and not isinstance(self.disk_dir, (str, Path)):
-            raise ConfigError(f"RuntimeConfig.disk_dir must be a path, got {self.disk_dir!r}")
+        if self.disk_dir is not None and (not isinstance(self.disk_dir, (str, Path)) or not str(self.disk_dir)):
+            raise ConfigError(f"RuntimeConfig.disk_dir must be a non-empty path or None, got {self.disk_dir!r}")
+        if self.disk_dir is not None and not self.disk_pages:
+            raise ConfigError("RuntimeConfig.disk_dir needs disk_pages > 0 (None disables the disk tier)")
+        if not isinstance(self.policy, EvictionPolicy) and self.policy not in POLICIES:
+            raise ConfigError(f"RuntimeConfig.policy must be an EvictionPolicy or one of {sorted(POLICIES)}, "
+                              f"got {self.policy!r}")
         for key, value in self.constants.items():
             if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"RuntimeConfig.constants: {key!r} must map to an int, got {value!r}")

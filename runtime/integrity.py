@@ -1,187 +1,208 @@
 """``check_integrity``: the spec's invariants on the live state, and the runtime's own bookkeeping.
 
-Spec invariants and lemmas (compiled) are evaluated
-
-- in the view of every live sequence, and
-- in the global view (every page id) when they read no system state, so pages that no sequence holds
-  (the reuse pool, pages on host or disk) are covered too.
-
-Runtime invariants: pin counts equal live leases, tier occupancy within capacity, every page's
-payload in exactly the store its tier state names, no page id leaked, chain and index bookkeeping,
-and every cached derivation (readiness masks, pool aggregates) equal to a fresh evaluation.
+Spec invariants and lemmas that read no ghost are evaluated once on the whole live state (every live
+page and reader, quantifiers over the runtime's domains); a failing ``all`` names every element that
+breaks it with the values it read.  The runtime's invariants: pins equal live leases, every page's
+payload in exactly the stores its tier names (a page whose copy is in flight may also be at its
+source), tiers within capacity, no page id or reader leaked, chain and index bookkeeping, block
+tables equal to the ``block`` entries, maintained aggregates and pool sets equal to a fresh count,
+policy metadata equal to the state.  It knows what is in flight, so it is exact while copies run.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import binding as B
+from morphcache.spec.expr import Reduce
+from morphcache.spec.interp import compile_expr
+
+from .binding import BLOCK, DEPTH, HOME, LPIN, POOL, TIER
 from .compiler import CompiledProperty
 from .errors import IntegrityError
-from .views import View
 
 if TYPE_CHECKING:
-    from .base import ManagerBase
+    from .manager import CacheManager
 
 
-def _property(prop: CompiledProperty, view: View, problems: list[str]) -> None:
-    n, a = view.names, view.arrays
-    if prop.fn(n, a):
-        return
-    where = f"'{prop.prop.name}' fails in {view.label}"
-    if prop.body is not None and prop.var is not None:
-        bad = []
-        names = dict(n)
-        for q in range(view.pages):
-            names[prop.var] = q
-            if not prop.body(names, a):
-                bad.append(q)
-        for q in bad[:5]:
-            values = ", ".join(f"{k}={a[k][q]!r}" for k in sorted(prop.reads) if k in a)
-            problems.append(f"{where} at block {q} (page {view.page_at(q)}): {values}")
-        if bad:
-            return
-    shown = ", ".join(f"{k}={n[k]!r}" for k in sorted(prop.reads) if k in n)
-    problems.append(f"{where}: {prop.text} [{shown}]")
+def _spec(m: CacheManager, problems: list[str]) -> None:
+    pipe = m.parts.pipe
+    names: dict[str, Any] = dict(pipe.names.n)
+    arrays = pipe.store.arrays
+    for prop in pipe.cspec.invariants:
+        names.pop("r", None)
+        names.pop("p", None)
+        if prop.fn(names, arrays):
+            continue
+        problems.extend(_explain(m, prop, names))
 
 
-def _spec_invariants(m: ManagerBase, problems: list[str]) -> None:
-    invariants = m.cspec.invariants
-    for seq in m.core.seqs.values():
-        for prop in invariants:
-            _property(prop, seq.view, problems)
-    g = m.core.global_view()
-    for prop in invariants:
-        if prop.system_free:
-            _property(prop, g, problems)
+def _explain(m: CacheManager, prop: CompiledProperty, names: dict[str, Any]) -> list[str]:
+    e = prop.expr
+    where = f"'{prop.prop.name}' fails"
+    pipe = m.parts.pipe
+    if isinstance(e, Reduce) and e.kind == "all":
+        body = compile_expr(e.body)
+        out = []
+        over_pages = pipe.cspec.domains[e.domain].kind in ("live_pages", "reader_pages")
+        for i in list(names[e.domain](names)):
+            inner = dict(names, **{e.var: i})
+            if body(inner, pipe.store.arrays):
+                continue
+            what = "page" if over_pages else "reader"
+            shown = ", ".join(pipe.values(prop.reads, None if over_pages else i, i if over_pages else None, False))
+            out.append(f"{where} at {what} {i}: {shown}")
+            if len(out) >= 5:
+                break
+        if out:
+            return out
+    return [f"{where}: {prop.text}"]
 
 
-def _pins(m: ManagerBase, problems: list[str]) -> None:
-    held: dict[int, int] = {}
-    for lid, lease in m.leases.items():
+def _pins(m: CacheManager, problems: list[str]) -> None:
+    p = m.parts
+    held: dict[tuple[int, int], int] = {}
+    for lid, lease in p.leases.leases.items():
         if lease.released:
             problems.append(f"lease #{lid} is released but still registered")
-        for pid in lease.pages:
-            held[pid] = held.get(pid, 0) + 1
-            if pid not in m.pages.info:
+        for pid in lease.pinned:
+            held[(lease.reader, pid)] = held.get((lease.reader, pid), 0) + 1
+            if pid not in p.pages:
                 problems.append(f"lease #{lid}: page {pid} was forgotten while leased")
-    for pid in m.pages.info:
-        pin = m.cols[B.PIN][pid]
-        if pin != held.get(pid, 0):
-            problems.append(f"page {pid}: pin={pin} but {held.get(pid, 0)} live lease pin(s)")
+    store = p.pipe.store
+    for rid, row in store.rp[LPIN].items():
+        for pid, count in row.items():
+            if count != held.get((rid, pid), 0):
+                problems.append(f"page {pid}: lpin[{rid}, p]={count} but {held.get((rid, pid), 0)} live lease(s)")
+    for (rid, pid), count in held.items():
+        if store.rp_value(LPIN, rid, pid) != count:
+            problems.append(f"page {pid}: lpin[{rid}, p]={store.rp_value(LPIN, rid, pid)} but {count} live lease(s)")
+    for pid in p.pages:
+        pin = store.page("pin", pid)
+        total = sum(store.rp_value(LPIN, rid, pid) for rid in store.readers_at((LPIN,), pid))
+        if pin != sum(n for (rid, q), n in held.items() if q == pid):
+            problems.append(f"page {pid}: pin={pin} but {total} live lease pin(s)")
 
 
-def _tiers(m: ManagerBase, problems: list[str]) -> None:
-    if m.slots.used > m.slots.slots:
-        problems.append(f"GPU pool holds {m.slots.used} pages > {m.slots.slots} slots")
-    if len(m.host) > m.host.capacity:
-        problems.append(f"host tier holds {len(m.host)} pages > {m.host.capacity}")
-    if m.disk is not None and len(m.disk) > m.disk.capacity:
-        problems.append(f"disk tier holds {len(m.disk)} pages > {m.disk.capacity}")
-    for pid, info in m.pages.info.items():
-        tier = m.cols[B.TIER][pid]
-        home = B.HOME.get(str(tier))
-        stores = []
-        if info.gpu_slot >= 0:
-            stores.append("gpu")
-            if m.slots.owner.get(info.gpu_slot) != pid:
-                owner = m.slots.owner.get(info.gpu_slot)
-                problems.append(f"page {pid}: GPU slot {info.gpu_slot} is owned by {owner}")
-        if pid in m.host:
-            stores.append("host")
-        if m.disk is not None and pid in m.disk:
-            stores.append("disk")
-        want = [] if home is None else [home]
-        if stores != want:
+def _tiers(m: CacheManager, problems: list[str]) -> None:
+    p = m.parts
+    storage, store, dec = p.storage, p.pipe.store, p.pipe.cspec.decode
+    slots = storage.slots
+    if slots.used > slots.slots:
+        problems.append(f"GPU pool holds {slots.used} pages > {slots.slots} slots")
+    if len(storage.host) > storage.host.capacity:
+        problems.append(f"host tier holds {len(storage.host)} pages > {storage.host.capacity}")
+    if storage.disk is not None and len(storage.disk) > storage.disk.capacity:
+        problems.append(f"disk tier holds {len(storage.disk)} pages > {storage.disk.capacity}")
+    for pid, rec in p.pages.records.items():
+        tier = str(dec(TIER, store.page(TIER, pid)))
+        home = HOME.get(tier)
+        stores = storage.where(pid, rec.gpu_slot)
+        if rec.gpu_slot >= 0 and slots.owner.get(rec.gpu_slot) != pid:
+            problems.append(f"page {pid}: GPU slot {rec.gpu_slot} is owned by {slots.owner.get(rec.gpu_slot)}")
+        allowed = [[] if home is None else [home]]
+        if pid in p.busy.inflight and tier == "prefetching":
+            allowed += [["gpu", rec.meta.tier]]  # the copy in flight still reads its source
+        if stores not in allowed:
             problems.append(f"page {pid}: tier '{tier}' but payload in {stores or 'no store'}")
-    owners = set(m.slots.owner.values())
-    for pid in owners - set(m.pages.info):
+        if rec.meta.tier != (tier if tier in ("gpu", "host", "disk", "dropped") else rec.meta.tier):
+            problems.append(f"page {pid}: policy metadata says tier {rec.meta.tier!r}, the state {tier!r}")
+    owners = set(slots.owner.values())
+    for pid in owners - set(p.pages.records):
         problems.append(f"GPU slot held by forgotten page {pid}")
-    if len(owners) != len(m.slots.owner):
+    if len(owners) != len(slots.owner):
         problems.append("two GPU slots are owned by the same page")
 
 
-def _ids(m: ManagerBase, problems: list[str]) -> None:
-    live, free = set(m.pages.info), set(m.pages.free_ids)
-    if live & free or len(free) != len(m.pages.free_ids) or live | free != set(range(m.pages.size)):
-        problems.append(f"page ids leaked: {m.pages.size} ids, {len(live)} live, {len(free)} free")
+def _ids(m: CacheManager, problems: list[str]) -> None:
+    p = m.parts
+    store = p.pipe.store
+    live, free = set(store.live_pages), set(store.free_page_ids)
+    if live != set(p.pages.records):
+        problems.append(f"live page ids {sorted(live ^ set(p.pages.records))[:5]} disagree with the records")
+    if live & free or live | free != set(range(store.next_page)):
+        problems.append(f"page ids leaked: {store.next_page} ids, {len(live)} live, {len(free)} free")
     for pid in free:
-        for name, col in m.cols.items():
-            if col[pid] != m.pages.init[name]:
-                problems.append(f"free page id {pid}: {name}={col[pid]!r}, not its initial value")
-    for pid, info in m.pages.info.items():
-        holder = (info.seqs or m.cols[B.POOL][pid] == "pooled" or m.cols[B.PIN][pid] or info.children
-                  or pid in m.inflight)
-        if not holder:
+        for name in store.page_names:
+            if store.page(name, pid) != store.init[name]:
+                problems.append(f"free page id {pid}: {name}={store.page(name, pid)!r}, not its initial value")
+        if store.readers_at((BLOCK, LPIN), pid):
+            problems.append(f"free page id {pid} is in a block table or leased")
+    for pid, rec in p.pages.records.items():
+        if not p.collector.holds(pid):
             problems.append(f"page {pid} is held by nothing (leaked)")
-        if info.parent >= 0 and info.parent not in m.pages.info:
-            problems.append(f"page {pid}: parent {info.parent} was forgotten")
+        if rec.parent >= 0 and rec.parent not in p.pages:
+            problems.append(f"page {pid}: parent {rec.parent} was forgotten")
+        if store.page(DEPTH, pid) != rec.meta.depth:
+            problems.append(f"page {pid}: depth {store.page(DEPTH, pid)} but its record says {rec.meta.depth}")
     children: dict[int, int] = {}
-    for info in m.pages.info.values():
-        if info.parent >= 0:
-            children[info.parent] = children.get(info.parent, 0) + 1
-    for pid, info in m.pages.info.items():
-        if info.children != children.get(pid, 0):
-            problems.append(f"page {pid}: children={info.children}, counted {children.get(pid, 0)}")
+    for rec in p.pages.records.values():
+        if rec.parent >= 0:
+            children[rec.parent] = children.get(rec.parent, 0) + 1
+    for pid, rec in p.pages.records.items():
+        if rec.children != children.get(pid, 0):
+            problems.append(f"page {pid}: children={rec.children}, counted {children.get(pid, 0)}")
+    if set(p.readers.by_rid) != set(store.live_readers):
+        problems.append("reader records disagree with the live reader ids")
 
 
-def _sequences(m: ManagerBase, problems: list[str]) -> None:
-    for sid, seq in m.core.seqs.items():
-        if seq.view.names["pages"] != len(seq.block):
-            problems.append(f"sequence {sid!r}: pages={seq.view.names['pages']} but {len(seq.block)} blocks")
-        for i, pid in enumerate(seq.block):
-            info = m.pages.info.get(pid)
-            if info is None:
-                problems.append(f"sequence {sid!r}: block {i} is forgotten page {pid}")
-                continue
-            if info.depth != i or info.seqs.get(sid) is not seq:
-                problems.append(f"sequence {sid!r}: block {i} page {pid} (depth {info.depth}) not linked")
-    for pid, info in m.pages.info.items():
-        for sid in info.seqs:
-            holder = m.core.seqs.get(sid)
-            if holder is None or pid not in holder.block:
-                problems.append(f"page {pid}: held by sequence {sid!r}, which does not hold it")
+def _readers(m: CacheManager, problems: list[str]) -> None:
+    p = m.parts
+    store = p.pipe.store
+    for rid, rec in p.readers.by_rid.items():
+        row = store.rp_row(BLOCK, rid)
+        if set(row) != set(rec.block) or len(rec.block) != len(row):
+            problems.append(f"{rec!r}: block table {rec.block} but block entries at {sorted(row)}")
+        depths = [store.page(DEPTH, pid) for pid in rec.block if pid in p.pages]
+        if depths != list(range(len(depths))):
+            problems.append(f"{rec!r}: block table depths {depths}")
+        holders = sum(1 for lease in p.leases.leases.values() if lease.reader == rid)
+        if holders != len(rec.leases):
+            problems.append(f"{rec!r}: {len(rec.leases)} leases recorded, {holders} live")
+    for pid, page in p.pages.records.items():
+        held_by = store.readers_at((BLOCK,), pid)
+        if page.meta.holders != len(held_by):
+            problems.append(f"page {pid}: policy metadata says {page.meta.holders} holders, the state {len(held_by)}")
 
 
-def _caches(m: ManagerBase, problems: list[str]) -> None:
-    for pid in m.pages.info:
-        cached = m.pages.masks[pid]
-        if cached is not None:
-            m.pages.masks[pid] = None
-            fresh = m._mask(pid)
-            if fresh != cached:
-                problems.append(f"page {pid}: cached readiness {cached:b} != fresh {fresh:b}")
-    g = m.core.global_view()
-    for name, agg in m.cspec.aggregates.items():
-        names: dict[str, Any] = {}
+def _caches(m: CacheManager, problems: list[str]) -> None:
+    p = m.parts
+    names = p.pipe.names
+    store = p.pipe.store
+    for name, agg in p.pipe.cspec.aggregates.items():
+        body = names.agg_body[name]
         total = 0
-        for pid in range(m.pages.size):
-            names[agg.var] = pid
-            v = agg.body(names, m.cols)
+        for pid in store.live_pages:
+            v = body({agg.var: pid}, store.arrays)
             total += int(v) if agg.kind == "sum" else int(not v) if agg.kind == "all" else int(bool(v))
-        if total != m.core.agg_total[name]:
-            kept = m.core.agg_total[name]
-            problems.append(f"aggregate {agg.text}: maintained {kept}, fresh {total} ({g.label})")
-    pooled = {pid for pid in m.pages.info if m.cols[B.POOL][pid] == "pooled"}
-    if pooled != set(m.pooled):
-        problems.append(f"pool bookkeeping {sorted(m.pooled)} != pooled pages {sorted(pooled)}")
-    for h, pid in m.index.by_hash.items():
-        info = m.pages.info.get(pid)
-        if info is None or info.hash != h:
+        if names.agg_dirty:
+            names.refresh()
+        kept = names.n[name] if agg.kind == "sum" else len(names.agg_contrib[name])
+        if total != kept:
+            problems.append(f"aggregate {agg.text}: maintained {kept}, fresh {total}")
+    pooled_code = p.pipe.cspec.codes[POOL]["pooled"]
+    pooled = {pid for pid in p.pages if store.page(POOL, pid) == pooled_code}
+    if pooled != set(p.morph.pooled):
+        problems.append(f"pool bookkeeping {sorted(p.morph.pooled)} != pooled pages {sorted(pooled)}")
+    for pid in pooled:
+        if not p.pages.records[pid].meta.pooled:
+            problems.append(f"page {pid}: pooled, but its policy metadata says not")
+    for h, pid in p.index.by_hash.items():
+        rec = p.pages.find(pid)
+        if rec is None or rec.hash != h:
             problems.append(f"index entry {h:x} points at page {pid}, which does not carry that hash")
-    on_gpu = {pid for pid, info in m.pages.info.items() if info.gpu_slot >= 0}
-    if set(m.cold) | set(m.hot) != on_gpu or set(m.cold) & set(m.hot):
-        problems.append("GPU LRU lists do not partition the pages on the GPU")
+    disk = p.storage.disk
+    if disk is not None and disk.leftovers and m.metrics().extra.get("disk_leftover_files", 0) != len(disk.leftovers):
+        problems.append(f"{len(disk.leftovers)} leftover disk files, not all counted")
 
 
-def check_integrity(m: ManagerBase) -> None:
-    """Raise IntegrityError with every disagreement found (see module doc)."""
+def check_integrity(m: CacheManager) -> None:
+    """Raise IntegrityError with every disagreement found (see module doc); call under the lock."""
     problems: list[str] = []
-    _spec_invariants(m, problems)
+    _spec(m, problems)
     _pins(m, problems)
     _tiers(m, problems)
     _ids(m, problems)
-    _sequences(m, problems)
+    _readers(m, problems)
     _caches(m, problems)
     if problems:
         raise IntegrityError(problems)

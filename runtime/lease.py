@@ -1,14 +1,17 @@
-"""Leases: a reader's promise that pages stay readable until it lets go.
+"""Leases: a reader's promise that pages stay readable until it lets go (the values handed out).
 
-Acquiring fires the spec's ``acquire`` on every whole page (pin + record the generation); each read
-fires ``read`` (the guard re-validates pin, generation and readiness at the moment of use); release
-fires ``release`` / ``release_last``.  A hit that ends inside a page does not pin that page: its
-first tokens are copied under the lock at lookup time (copy-on-write) and carried by the lease::
+A lease pins whole readable pages (spec ``acquire``) and, for a sequence's own lease, its partial
+last page (spec ``acquire_tail``).  A lookup hit that ends inside another reader's page does not pin
+that page: its first tokens are copied under the lock at lookup time and carried by the lease::
 
     C = 4, hit of 10 tokens:   [ page 0 ][ page 1 ][ a b . . ]
     lease.pages                  pinned    pinned
     lease.partial                                  tokens (a, b) + their payload, copied
     lease.tokens = 10
+
+    acquire("s"), frontier 10: [ page 0 ][ page 1 ][ a b . . ]   (s's own pages)
+    lease.pages                  pinned    pinned
+    lease.tail                                     pinned (acquire_tail)
 """
 
 from __future__ import annotations
@@ -29,23 +32,43 @@ class PartialSnapshot:
     payload: bytes
 
 
+@dataclass(frozen=True)
+class ReadView:
+    """What a validated read sees: GPU slots and generations of the leased pages (block order, the
+    tail last), and their payloads when asked for."""
+
+    lease_id: int
+    slots: tuple[int, ...]
+    generations: tuple[int, ...]
+    payloads: tuple[bytes, ...] | None
+
+
 class Lease:
-    """Pins ``pages`` (block order) at ``generations``; covers ``tokens`` tokens of a prefix."""
+    """Pins ``pages`` (block order) at ``generations`` and, when set, the reader's partial last page
+    ``tail``; covers ``tokens`` tokens of a prefix.  ``reader`` is the spec reader holding the pins."""
 
-    __slots__ = ("lease_id", "issuer", "owner", "pages", "generations", "tokens", "partial", "tail",
-                 "released")
+    __slots__ = ("lease_id", "issuer", "owner", "reader", "pages", "generations", "tokens", "partial", "tail",
+                 "tail_generation", "released")
 
-    def __init__(self, issuer: int, owner: str | None, pages: tuple[int, ...], generations: tuple[int, ...],
-                 tokens: int, partial: PartialSnapshot | None = None, tail: int | None = None) -> None:
+    def __init__(self, issuer: int, owner: str | None, reader: int, pages: tuple[int, ...],
+                 generations: tuple[int, ...], tokens: int, partial: PartialSnapshot | None = None,
+                 tail: int | None = None, tail_generation: int | None = None) -> None:
         self.lease_id = next(_IDS)
         self.issuer = issuer
         self.owner = owner
+        self.reader = reader
         self.pages = pages
         self.generations = generations
         self.tokens = tokens
         self.partial = partial
-        self.tail = tail  # a sequence's own filling page (not pinned: the spec never moves a filling page)
+        self.tail = tail
+        self.tail_generation = tail_generation
         self.released = False
+
+    @property
+    def pinned(self) -> tuple[int, ...]:
+        """Every page the lease pins: its whole pages, then its tail."""
+        return self.pages + ((self.tail,) if self.tail is not None else ())
 
     def __repr__(self) -> str:
         state = "released" if self.released else "live"

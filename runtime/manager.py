@@ -1,230 +1,293 @@
-"""CacheManager: the API an engine embeds.  Every call takes the manager's lock; every state change
-inside is a spec event fired through ``Core.fire``.
+"""CacheManager: the API an engine embeds, a thin facade over the runtime's parts (``parts.py``).
 
-Writing sequences lives in writing.py, lookups and leases in lookups.py, tier moves in tiering.py;
-this class adds the public calls for leases, morphology, tiers, graph capture and observability.
+Every call checks its input, takes the manager's lock and hands the work to one part; every state
+change inside is a spec event fired through the one pipeline.  This module is longer than most: it
+is the whole public surface, one short method per call, with the docstring the engine reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from collections.abc import Sequence as Seq
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
-from . import binding as B
-from .core import Sequence
-from .errors import BadInputError, GuardRefused
+from morphcache.spec.model import Spec
+
+from .config import RuntimeConfig
+from .errors import BadInputError
+from .inputs import MAX_TOKEN, check_limit, check_seq_id, check_tokens
 from .integrity import check_integrity
-from .lease import Lease
-from .lookups import ReadView, check_tokens
+from .lease import Lease, ReadView
 from .metrics import MetricsSnapshot
+from .parts import Parts
 from .plan import LookupResult, Probe, RecoveryPlan, RecoveryReport
 from .recorder import Step
-from .writing import WritingOps
+from .sequences import Spans
+from .store import PageStore
 
 
-class CacheManager(WritingOps):
+class CacheManager:
     """A guarded prefix cache for hybrid-attention KV, compiled from a spec.
 
     ``CacheManager(spec=None, config=None, store=None)``: ``spec`` a Spec or a spec file path (default
-    the shipped ``hybrid.yaml``), ``config`` a RuntimeConfig, ``store`` the GPU pool's data plane
+    ``binding.SHIPPED_SPEC``), ``config`` a RuntimeConfig, ``store`` the GPU pool's data plane
     (default: an in-memory store of deterministic payloads).
     """
 
+    def __init__(self, spec: Spec | str | Path | None = None, config: RuntimeConfig | None = None,
+                 store: PageStore | None = None) -> None:
+        self.parts = Parts.build(spec, config or RuntimeConfig(), store)
+        p = self.parts
+        self.config = p.config
+        self.spec = p.cspec.spec
+        self.constants = p.cspec.constants
+        self.lock = p.lock
+        self.store = p.storage.data
+        self.C = p.config.page_size
+        self.page_bytes = p.page_bytes
+        self.ident = p.ident
+
+    # -- sequences ----------------------------------------------------------------------------------
+    def register(self, seq_id: str, tokens: Seq[int] = (), *, types: Spans = None, session: str | None = None,
+                 task: str | None = None) -> int:
+        """Create a sequence (spec ``register``), then append ``tokens`` (``types``: ``(start, end,
+        type_name)`` spans over them); ``session``/``task`` label its pages.  Returns its frontier."""
+        name = check_seq_id(seq_id)
+        toks = check_tokens(tokens)
+        with self.lock:
+            return self.parts.sequences.register(name, toks, types, session, task)
+
+    def append(self, seq_id: str, tokens: Seq[int], *, types: Spans = None) -> int:
+        """Write ``tokens`` at the sequence's frontier (open, append, seal; all or none); returns the new
+        frontier."""
+        toks = check_tokens(tokens)
+        with self.lock:
+            return self.parts.sequences.append(self.parts.readers.sequence(seq_id), toks, types)
+
+    def append_batch(self, items: Mapping[str, Seq[int]]) -> None:
+        """``append`` for many sequences under one lock (a decode step).  Sequences are independent: a
+        refusal for one does not stop the others; the first refusal is raised at the end."""
+        checked: list[tuple[str, Seq[int]]] = []
+        for sid, toks in items.items():
+            if toks.__class__ is list and len(toks) == 1 and toks[0].__class__ is int and 0 <= toks[0] <= MAX_TOKEN:
+                checked.append((sid, toks))
+            else:
+                checked.append((check_seq_id(sid), check_tokens(toks)))
+        with self.lock:
+            readers = self.parts.readers
+            errors = self.parts.sequences.append_many([(readers.sequence(sid), toks) for sid, toks in checked])
+        if errors:
+            raise errors[0]
+
+    def attach(self, seq_id: str, lease: Lease) -> int:
+        """Start an empty sequence with a leased prefix (whole pages shared, a partial page copied);
+        the lease stays held.  Returns the frontier."""
+        with self.lock:
+            reader = self.parts.readers.sequence(seq_id)
+            return self.parts.sequences.attach(reader, self.parts.leases.own(lease))
+
+    def free(self, seq_id: str) -> None:
+        """End a sequence: its pages leave its block table, its sealed pages are proposed for the pool,
+        pages nothing holds are forgotten.  Its leases stay until released."""
+        with self.lock:
+            self.parts.sequences.free(self.parts.readers.sequence(seq_id))
+
+    def frontier(self, seq_id: str) -> int:
+        """Tokens written to the sequence."""
+        with self.lock:
+            return self.parts.sequences.frontier(self.parts.readers.sequence(seq_id))
+
+    def sequence_pages(self, seq_id: str) -> tuple[int, ...]:
+        """The sequence's page ids in block order."""
+        with self.lock:
+            return tuple(self.parts.readers.sequence(seq_id).block)
+
+    def sequences(self) -> tuple[str, ...]:
+        """Ids of the live sequences."""
+        with self.lock:
+            return tuple(rec.name for rec in self.parts.readers.sequences() if rec.name is not None)
+
     # -- lookups and leases -------------------------------------------------------------------------
     def lookup(self, tokens: Seq[int], *, limit: int | None = None, owner: str | None = None) -> LookupResult:
-        """Miss, NeedsRecovery(plan) or Ready(lease) for the longest cached prefix of ``tokens``
-        (at most ``limit`` tokens).  Ready pins the whole pages of the hit."""
+        """Miss, NeedsRecovery(plan) or Ready(lease) for the longest cached prefix of ``tokens`` (at most
+        ``limit``).  Ready pins the hit's whole pages for ``owner`` (a sequence id; an anonymous reader
+        when None)."""
         toks = check_tokens(tokens)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise BadInputError(f"limit must be an int >= 0 or None, got {limit!r}")
+        lim = check_limit(limit)
+        if owner is not None:
+            check_seq_id(owner)
         with self.lock:
-            return self._lookup(toks, limit, owner)
+            return self.parts.lookups.lookup(toks, lim, owner)
 
     def probe(self, tokens: Seq[int], *, limit: int | None = None) -> Probe:
-        """Nominal and effective hit of ``tokens`` and what blocks the nominal one; changes nothing
-        (no pins, no metrics)."""
+        """Nominal and effective hit of ``tokens`` and what blocks the nominal one; changes nothing."""
         toks = check_tokens(tokens)
+        lim = check_limit(limit)
         with self.lock:
-            return self._probe(toks, limit)
+            return self.parts.lookups.probe(toks, lim)
 
     def recover(self, plan: RecoveryPlan, *, block: bool = True) -> RecoveryReport:
         """Carry out a plan: prefetch (waiting for the copies when ``block``), recompute, compress and
-        index; then look up again to get the lease.  Refusals are reported, not raised."""
+        index.  Refusals are reported, not raised; look up again to get the lease."""
         if not isinstance(plan, RecoveryPlan):
             raise BadInputError(f"expected a RecoveryPlan, got {type(plan).__name__}")
-        return self._recover(plan, block)
+        return self.parts.recovery.recover(plan, block)
 
     def acquire(self, seq_id: str) -> Lease:
-        """A lease over the sequence's whole pages (its filling page rides along unpinned)."""
+        """A lease over the sequence's whole pages (spec ``acquire``) and its partial last page
+        (``acquire_tail``)."""
         with self.lock:
-            seq = self._seq(seq_id)
-            nfull = seq.frontier // self.C
-            tail = seq.block[nfull] if nfull < len(seq.block) else None
-            return self._acquire(tuple(seq.block[:nfull]), seq.frontier, seq_id, None, tail)
+            reader = self.parts.readers.sequence(seq_id)
+            frontier = self.parts.sequences.frontier(reader)
+            nfull = frontier // self.C
+            tail = reader.block[nfull] if nfull < len(reader.block) else None
+            return self.parts.leases.acquire(reader, tuple(reader.block[:nfull]), frontier, None, tail)
 
     def read(self, lease: Lease, *, payloads: bool = False) -> ReadView:
-        """Re-validate every leased page at the moment of use (spec ``read``); StaleLeaseError if one is
-        no longer readable at its leased generation."""
+        """Re-validate every pinned page now (spec ``read``); StaleLeaseError if one is refused."""
         with self.lock:
-            return self._validate(self._own(lease), payloads)
+            return self.parts.leases.validate(self.parts.leases.own(lease), payloads)
 
     def release(self, lease: Lease) -> None:
-        """Unpin the lease's pages; LeaseReleasedError the second time, ForeignLeaseError for a lease
-        of another manager."""
+        """Unpin the lease's pages; LeaseReleasedError the second time, ForeignLeaseError for a lease of
+        another manager."""
         with self.lock:
-            self._release(self._own(lease))
+            self.parts.leases.release(self.parts.leases.own(lease))
 
     def kernel_lease(self, leases: Iterable[Lease], device: Any = "cpu") -> Any:
-        """A ``KernelLease`` (block table, generations, lengths as int32 tensors on ``device``, the
-        device of the engine's page pools) for the read kernels."""
+        """A ``KernelLease`` (block table, generations, lengths as int32 tensors on ``device``) for the read
+        kernels; its ``check_live`` re-validates every lease through ``read``."""
         from .kernel_lease import RuntimeKernelLease
 
         with self.lock:
-            owned = [self._own(lease) for lease in leases]
-            return RuntimeKernelLease.build(self, owned, device)
+            owned = [self.parts.leases.own(lease) for lease in leases]
+            rows = self.parts.leases.rows(owned, self.C)
+        return RuntimeKernelLease(self, owned, *rows, device=device)
 
     # -- morphology, window, tiers ------------------------------------------------------------------
     def compress(self, pid: int) -> None:
-        """Build the compressed entry and indexer keys of a sealed page (begin, finish, build_index)."""
+        """Build the compressed entry and indexer keys of a sealed page."""
         with self.lock:
-            info = self._info(pid)
-            if self.cols[B.COMPRESSED][pid] == "none":
-                self._fire("begin_compress", pid)
-                self.store.compress(info.gpu_slot)
-            self._fire("finish_compress", pid)
-            self._fire("build_index", pid)
+            self.parts.morph.compress(self.parts.pages.get(pid).pid)
 
     def recompress(self, pid: int) -> None:
         """Rebuild a page's compressed entry from its raw tail (indexer keys must then be rebuilt)."""
         with self.lock:
-            info = self._info(pid)
-            self._fire("recompress", pid)
-            self.store.compress(info.gpu_slot)
-            self._fire("finish_compress", pid)
+            self.parts.morph.recompress(self.parts.pages.get(pid).pid)
 
     def build_index(self, pid: int) -> None:
         """(Re)build the page's indexer keys for its current compressed entry."""
-        with self.lock:
-            self._info(pid)
-            self._fire("build_index", pid)
+        self._fire("build_index", pid)
 
     def release_tail(self, pid: int) -> None:
         """Free the raw tail of a compressed page."""
+        self._fire("release_tail", pid)
+
+    def _fire(self, event: str, pid: int) -> None:
         with self.lock:
-            self._info(pid)
-            self._fire("release_tail", pid)
+            self.parts.pipe.fire(event, None, self.parts.pages.get(pid).pid)
 
     def slide(self, seq_id: str) -> int:
         """Propose ``slide`` for every live window of the sequence; returns how many slid."""
         with self.lock:
-            seq = self._seq(seq_id)
-            slid = 0
-            for pid in seq.block[:-1]:
-                if self.cols[B.WINDOW][pid] == "live" and self._try("slide", pid, seq, likely=False):
-                    slid += 1
-            return slid
+            return self.parts.sequences.slide(self.parts.readers.sequence(seq_id))
 
     def offload(self, pid: int, to: str = "host") -> None:
         """Move a GPU page to the host (or on to disk); the spec refuses pinned or unsealed pages."""
         with self.lock:
-            self._info(pid)
-            self._offload(pid, to)
+            self.parts.tiers.offload(self.parts.pages.get(pid).pid, to)
 
     def prefetch(self, pid: int) -> Future[None]:
         """Start copying a host/disk page back to the GPU; the future completes once it landed or was
         found corrupt."""
         with self.lock:
-            self._info(pid)
-            return self._prefetch(pid)
+            return self.parts.tiers.prefetch(self.parts.pages.get(pid).pid)
 
     def wait_prefetches(self, timeout: float | None = None) -> None:
-        """Block until every prefetch in flight has landed or failed."""
-        with self.lock:
-            futures = list(self.inflight.values())
-        wait(futures, timeout)
+        """Block until every copy in flight has landed or failed."""
+        self.parts.tiers.wait(timeout)
 
     def drop(self, pid: int) -> None:
         """Forget a page's payload (spec ``drop``); recompute is its way back."""
         with self.lock:
-            self._info(pid)
-            self._drop(pid)
-            self._collect(pid)
+            self.parts.tiers.drop(self.parts.pages.get(pid).pid)
 
     def evict(self, pid: int) -> None:
         """Take a page out of the reuse pool (spec ``evict``); it is forgotten once nothing holds it."""
         with self.lock:
-            self._info(pid)
-            self._fire("evict", pid)
-            self._collect(pid)
+            self.parts.tiers.evict(self.parts.pages.get(pid).pid)
 
     def admit(self, pid: int) -> bool:
         """Propose the page for the reuse pool; True if the spec admitted it."""
         with self.lock:
-            self._info(pid)
-            return self._admit(pid)
+            return self.parts.morph.admit(self.parts.pages.get(pid).pid)
+
+    def cached_pages(self) -> tuple[int, ...]:
+        """Pages in the reuse pool, in admission order."""
+        with self.lock:
+            return tuple(self.parts.morph.pooled)
+
+    @property
+    def pooled(self) -> tuple[int, ...]:
+        """The same as ``cached_pages()``."""
+        return self.cached_pages()
+
+    @property
+    def disk(self) -> Any:
+        """The disk tier (its files: ``disk.path(pid)``), None when there is none."""
+        return self.parts.storage.disk
+
+    @property
+    def host(self) -> Any:
+        """The host tier."""
+        return self.parts.storage.host
 
     # -- graph capture ------------------------------------------------------------------------------
     def capture(self, seq_ids: Iterable[str]) -> None:
         """Capture a batch for graph replay: its block tables are frozen until ``uncapture``."""
-        self._graph("capture", "uncapture", seq_ids)
+        with self.lock:
+            readers = [self.parts.readers.sequence(s) for s in seq_ids]
+            self.parts.sequences.graph("capture", readers)
 
     def uncapture(self, seq_ids: Iterable[str]) -> None:
         """End the capture of a batch."""
-        self._graph("uncapture", "capture", seq_ids)
-
-    def _graph(self, event: str, undo: str, seq_ids: Iterable[str]) -> None:
         with self.lock:
-            seqs = [self._seq(s) for s in seq_ids]
-            done: list[Sequence] = []
-            try:
-                for seq in seqs:
-                    self._fire(event, None, seq)
-                    done.append(seq)
-            except GuardRefused:
-                for seq in done:
-                    self._try(undo, None, seq)
-                raise
+            readers = [self.parts.readers.sequence(s) for s in seq_ids]
+            self.parts.sequences.graph("uncapture", readers)
 
     # -- observability ------------------------------------------------------------------------------
     def metrics(self) -> MetricsSnapshot:
-        """A snapshot of hit rates, gaps, recoveries, bytes moved, event counts and occupancy."""
+        """Hit rates, gaps, recoveries, bytes moved, event counts, policy refusals and occupancy."""
         with self.lock:
-            s = self.stats
-            s.extra["gpu_pages_used"] = self.slots.used
-            s.extra["host_pages_used"] = len(self.host)
-            s.extra["disk_pages_used"] = len(self.disk) if self.disk is not None else 0
-            s.extra["pooled_pages"] = len(self.pooled)
-            s.extra["live_pages"] = len(self.pages)
-            s.extra["live_sequences"] = len(self.core.seqs)
-            s.extra["live_leases"] = len(self.leases)
-            return s.snapshot(self.core.fired, self.core.refused)
+            return self.parts.snapshot()
+
+    def page_ids(self) -> tuple[int, ...]:
+        """Ids of the live pages."""
+        with self.lock:
+            return tuple(self.parts.pages)
 
     def page_state(self, pid: int) -> dict[str, Any]:
-        """Every spec value of the page, plus its chain facts."""
+        """Every spec value of the page (decoded), plus its chain facts."""
         with self.lock:
-            info = self._info(pid)
-            out: dict[str, Any] = {name: self.cols[name][pid] for name in self.cspec.page_names}
-            out.update(depth=info.depth, tokens=tuple(info.tokens), gpu_slot=info.gpu_slot,
-                       sequences=tuple(info.seqs), children=info.children)
-            return out
+            return self.parts.page_state(pid)
 
     def check_integrity(self) -> None:
-        """Evaluate every spec invariant on every live view, plus the runtime's own bookkeeping
-        invariants; IntegrityError lists each disagreement."""
+        """Evaluate every spec invariant (that reads no ghost) on the live state, plus the runtime's own
+        bookkeeping; IntegrityError lists each disagreement."""
         with self.lock:
             check_integrity(self)
 
     def steps(self) -> list[Step]:
         """The steps recorded since the last call (RuntimeConfig.record)."""
         with self.lock:
-            return self.core.recorder.take()
+            return self.parts.pipe.recorder.take()
 
     def close(self) -> None:
         """Wait for copies in flight and stop the worker threads."""
         self.wait_prefetches()
-        self.executor.shutdown(wait=True)
+        self.parts.tiers.close()
 
     def __enter__(self) -> CacheManager:
         return self

@@ -35,6 +35,8 @@ class MetricsSnapshot:
     events_fired: Mapping[str, int]
     events_refused: Mapping[str, int]
     extra: Mapping[str, int] = field(default_factory=dict)
+    policy_refusals: int = 0
+    """Victims the eviction policy proposed that the spec's guard or the runtime refused."""
 
     @property
     def nominal_hit_rate(self) -> float:
@@ -83,11 +85,13 @@ class Metrics:
                 self.gap_tokens_by_object[obj] += gap
                 self.gap_lookups_by_object[obj] += 1
 
-    def snapshot(self, fired: Mapping[str, int], refused: Mapping[str, int]) -> MetricsSnapshot:
-        """A frozen copy (with the event counters of the state machine)."""
+    def snapshot(self, fired: Mapping[str, int], refused: Mapping[str, int], policy_refusals: int = 0
+                 ) -> MetricsSnapshot:
+        """A frozen copy (with the event counters of the firing pipeline and the policy's refusals)."""
         return MetricsSnapshot(
             self.lookups, self.requested_tokens, self.nominal_tokens, self.effective_tokens, self.misses,
             self.ready, self.needs_recovery, dict(self.gap_tokens_by_object),
             dict(self.gap_lookups_by_object), dict(self.planned_by_path), dict(self.recoveries_by_path),
             dict(self.bytes_moved), dict(self.corrupt_pages), dict(fired), dict(refused), dict(self.extra),
+            policy_refusals,
         )

@@ -22,7 +22,7 @@ write it.  The clock is logical: it ticks once per lookup, write or read the run
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 DECISIONS = ("gpu", "host", "disk", "pool")
 
@@ -161,3 +161,25 @@ def _fresh(queue: OrderedDict[int, None], seen: set[int]) -> Iterator[int]:
             return
         seen.add(pid)
         yield pid
+
+
+POLICIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}
+"""Policies ``RuntimeConfig(policy=NAME)`` can name; add one with ``register_policy``."""
+
+
+def register_policy(name: str, factory: Callable[[], EvictionPolicy]) -> None:
+    """Make ``RuntimeConfig(policy=name)`` build its policy with ``factory()``."""
+    POLICIES[name] = factory
+
+
+def make_policy(policy: str | EvictionPolicy) -> EvictionPolicy:
+    """The policy instance a configuration names (a registered name, or an instance used as is)."""
+    if isinstance(policy, EvictionPolicy):
+        return policy
+    from .errors import ConfigError
+
+    factory = POLICIES.get(policy) if isinstance(policy, str) else None
+    if factory is None:
+        raise ConfigError(f"RuntimeConfig.policy must be an EvictionPolicy or one of {sorted(POLICIES)}, "
+                          f"got {policy!r}")
+    return factory()

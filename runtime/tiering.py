@@ -1,184 +1,286 @@
-"""Moving pages between tiers: offload, spill, prefetch (asynchronous), drop, evict, recompute.
+"""Moving pages between tiers, transactionally: a move either completes or leaves the page where it
+was and drops nothing.
 
 ::
 
-    offload:   gpu --offload--> offloading --offload_done--> host [--spill--> disk]
-               payload copied to the host (and written to disk) with its checksum recorded
-    prefetch:  host|disk --prefetch--> prefetching   (slot reserved, copy on a worker thread)
-               worker: copy -> copy_done -> checksum ok? verify : -
-                       land (guard: copied and verified) -> gpu, else corrupt -> dropped
-    drop:      gpu|host|disk --drop--> dropped      (payload freed; recompute rebuilds it)
+    offload   gpu --offload--> offloading --offload_done--> host [--spill--> disk]
+              bytes copied (host) or written (disk file) *first*; the events fire after, together
+    spill     host --spill--> disk        file written first; a full disk's victim dropped after
+    prefetch  host|disk --prefetch--> prefetching   (slot reserved; copy on a worker thread)
+              worker: copy -> copy_done -> verify (checksum measured) -> land | corrupt
+    drop      gpu|host|disk --drop--> dropped       (payload freed; recompute rebuilds it)
+    recompute dropped --recompute--> gpu            (a fresh slot; the tokens prefilled again)
 
-Every arrow is a spec event; the policies here only choose which page to propose.
+Room in a full tier comes from the policy (``seam.py``): each victim's own move is a complete move,
+and a victim is dropped only once the page that needed the room is safely written.  Every arrow is
+a spec event; nothing here decides what the spec allows.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from . import binding as B
-from .base import ManagerBase
+from .collect import Busy, Collector
+from .config import RuntimeConfig
 from .errors import BadInputError, CapacityError, GuardRefused, TierError
+from .metrics import Metrics
+from .pages import PageDirectory, PageRecord
+from .pipeline import Pipeline
+from .seam import PolicySeam
 from .store import checksum
+from .tiers import Storage
 
 
-class TieringOps(ManagerBase):
-    """Tier moves and the policies that make room in a full tier."""
+class TierMover:
+    """Offload, spill, prefetch, drop, recompute, and room in a full tier."""
 
-    # -- offload ------------------------------------------------------------------------------------
-    def _offload(self, pid: int, to: str, protect: frozenset[int] | set[int] = frozenset()) -> None:
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, storage: Storage, seam: PolicySeam, busy: Busy,
+                 collector: Collector, metrics: Metrics, config: RuntimeConfig, lock: threading.RLock) -> None:
+        self.pipe, self.pages, self.storage, self.seam = pipe, pages, storage, seam
+        self.busy, self.collector, self.metrics, self.config, self.lock = busy, collector, metrics, config, lock
+        self.page_bytes = config.page_bytes or storage.data.page_bytes
+        self.executor = ThreadPoolExecutor(config.prefetch_workers, thread_name_prefix="morphcache-prefetch")
+
+    def _gen(self, pid: int) -> int:
+        return self.pipe.store.page("gen", pid)
+
+    # -- GPU slots --------------------------------------------------------------------------------
+    def take_slot(self, rec: PageRecord, protect: frozenset[int] | set[int]) -> int:
+        """A free GPU slot for ``rec`` (the caller places it), making room by the policy's victims."""
+        slots = self.storage.slots
+        while not slots.free_slots:
+            if not self.reclaim_gpu(set(protect) | {rec.pid}):
+                raise CapacityError(
+                    f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
+                    "(pinned, being written, captured, in flight or protected)")
+        return slots.take(rec.pid)
+
+    def reclaim_gpu(self, protect: set[int]) -> bool:
+        """Free one GPU slot: offload (or else drop) the policy's first acceptable victim."""
+        host = self.config.host_pages > 0
+        victim = self.seam.choose("gpu", ("offload", "drop") if host else ("drop",), protect)
+        if victim is None:
+            return False
+        if host and self.pipe.allowed("offload", None, victim):
+            try:
+                self.offload(victim, "host", protect)
+                return True
+            except (GuardRefused, CapacityError, TierError):
+                pass
+        if self.pipe.allowed("drop", None, victim):
+            self.drop(victim)
+            return True
+        return False
+
+    # -- offload and spill ------------------------------------------------------------------------
+    def offload(self, pid: int, to: str = "host", protect: frozenset[int] | set[int] = frozenset()) -> None:
+        """Move a GPU page to the host (or through it to disk)."""
         if to not in ("host", "disk"):
             raise BadInputError(f"offload target must be 'host' or 'disk', got {to!r}")
-        if to == "disk" and self.disk is None:
+        disk = self.storage.disk
+        if to == "disk" and disk is None:
             raise TierError("no disk tier configured (RuntimeConfig.disk_dir / disk_pages)")
         if self.config.host_pages == 0:
             raise TierError("no host tier configured (RuntimeConfig.host_pages is 0)")
-        info = self.pages.info[pid]
-        if not self.core.allowed("offload", pid):
-            self._fire("offload", pid)  # raises the spec's refusal
-        self._room_host(protect | {pid})
-        self._fire("offload", pid)
-        data = self.store.read(info.gpu_slot)
-        info.checksum = checksum(data)
-        self.host.put(pid, data)
-        self._fire("offload_done", pid)
-        self._unplace(pid)
-        self.host_lru[pid] = None
-        self.stats.bytes_moved["gpu->host"] += len(data)
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        if not pipe.allowed("offload", None, pid):
+            pipe.fire("offload", None, pid)  # raises the spec's refusal
+        data = self.storage.data.read(rec.gpu_slot)
+        check = checksum(data)
+        keep = set(protect) | {pid}
+        victim = None
+        if to == "host":
+            self._room_host(keep)
+            self.storage.host.put(pid, data)
+        else:
+            assert disk is not None
+            victim = self._disk_victim(keep)
+            disk.put(pid, data, check, over=victim is not None)
+        sp = pipe.begin()
+        try:
+            pipe.fire("offload", None, pid)
+            pipe.fire("offload_done", None, pid)
+            if to == "disk":
+                if victim is not None:
+                    pipe.fire("drop", None, victim)
+                pipe.fire("spill", None, pid)
+        except BaseException:
+            pipe.rollback(sp)
+            self._unput(pid, to)
+            raise
+        pipe.commit()
+        rec.checksum = check
+        self.storage.free_slot(rec)
+        self.seam.moved(rec, to)
+        self.metrics.bytes_moved["gpu->host"] += len(data)
         if to == "disk":
-            self._spill(pid, protect)
+            self.metrics.bytes_moved["host->disk"] += len(data)
+        if victim is not None:
+            self.dropped(victim)
 
-    def _spill(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
-        assert self.disk is not None
-        info = self.pages.info[pid]
-        data = self.host.get(pid)
-        if data is None or info.checksum is None:
+    def _unput(self, pid: int, to: str) -> None:
+        if to == "host":
+            self.storage.host.remove(pid)
+        elif self.storage.disk is not None:
+            self.storage.disk.remove(pid)
+
+    def spill(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
+        """Move a host page to disk: its file is written before anything is dropped for room."""
+        disk = self.storage.disk
+        assert disk is not None
+        rec = self.pages.get(pid)
+        data = self.storage.host.get(pid)
+        if data is None or rec.checksum is None:
             raise TierError(f"page {pid} has no host copy to spill")
-        self._room_disk(protect | {pid})
-        if not self.core.allowed("spill", pid):
-            self._fire("spill", pid)
-        self.disk.put(pid, data, info.checksum)
-        self._fire("spill", pid)
-        self.host.remove(pid)
-        self.host_lru.pop(pid, None)
-        self.disk_lru[pid] = None
-        self.stats.bytes_moved["host->disk"] += len(data)
+        pipe = self.pipe
+        if not pipe.allowed("spill", None, pid):
+            pipe.fire("spill", None, pid)
+        victim = self._disk_victim(set(protect) | {pid})
+        disk.put(pid, data, rec.checksum, over=victim is not None)
+        sp = pipe.begin()
+        try:
+            if victim is not None:
+                pipe.fire("drop", None, victim)
+            pipe.fire("spill", None, pid)
+        except BaseException:
+            pipe.rollback(sp)
+            disk.remove(pid)
+            raise
+        pipe.commit()
+        self.storage.host.remove(pid)
+        self.seam.moved(rec, "disk")
+        self.metrics.bytes_moved["host->disk"] += len(data)
+        if victim is not None:
+            self.dropped(victim)
 
-    def _room_host(self, protect: frozenset[int] | set[int]) -> None:
-        while self.host.full:
-            victim = next((p for p in self.host_lru if p not in protect and p not in self.inflight), None)
+    def _disk_victim(self, protect: set[int]) -> int | None:
+        disk = self.storage.disk
+        assert disk is not None
+        if not disk.full:
+            return None
+        victim = self.seam.choose("disk", ("drop",), protect)
+        if victim is None:
+            raise CapacityError(f"disk tier full ({disk.capacity} pages), nothing can leave it")
+        return victim
+
+    def _room_host(self, protect: set[int]) -> None:
+        host, disk = self.storage.host, self.storage.disk
+        while host.full:
+            events = ("spill", "drop") if disk is not None else ("drop",)
+            victim = self.seam.choose("host", events, protect)
             if victim is None:
-                raise CapacityError(f"host tier full ({self.host.capacity} pages), nothing can leave it")
-            if self.disk is not None:
-                self._spill(victim, protect)
+                raise CapacityError(f"host tier full ({host.capacity} pages), nothing can leave it")
+            if disk is not None and self.pipe.allowed("spill", None, victim):
+                self.spill(victim, protect)
             else:
-                self._drop(victim)
-                self._collect(victim)
+                self.drop(victim)
 
-    def _room_disk(self, protect: frozenset[int] | set[int]) -> None:
-        assert self.disk is not None
-        while self.disk.full:
-            victim = next((p for p in self.disk_lru if p not in protect and p not in self.inflight), None)
-            if victim is None:
-                raise CapacityError(f"disk tier full ({self.disk.capacity} pages), nothing can leave it")
-            self._drop(victim)
-            self._collect(victim)
+    # -- drop and evict ---------------------------------------------------------------------------
+    def drop(self, pid: int) -> None:
+        """Forget a page's payload (spec ``drop``); collect the page if nothing holds it."""
+        self.pipe.fire("drop", None, pid)
+        self.dropped(pid)
 
-    # -- drop / evict -------------------------------------------------------------------------------
-    def _drop(self, pid: int) -> None:
-        self._fire("drop", pid)
-        self._forget_payload(pid)
+    def dropped(self, pid: int) -> None:
+        """After ``drop`` fired on ``pid``: free its payload and collect it if nothing holds it."""
+        rec = self.pages.get(pid)
+        self.storage.release(rec)
+        self.seam.moved(rec, "dropped")
+        self.collector.collect(pid)
 
-    def _reclaim_gpu(self, protect: frozenset[int] | set[int]) -> bool:
-        """Free one GPU slot: offload (or drop) the least recently used page the spec lets go."""
-        host = self.config.host_pages > 0
-        tried: set[int] = set()
-        for lru in (self.cold, self.hot):
-            while True:
-                victim = next((p for p in lru if p not in protect and p not in self.inflight and p not in tried
-                               and (self.core.allowed("offload", p) or self.core.allowed("drop", p))), None)
-                if victim is None:
-                    break
-                tried.add(victim)
-                if host and self.core.allowed("offload", victim):
-                    try:
-                        self._offload(victim, "host", protect)
-                        return True
-                    except (GuardRefused, CapacityError):
-                        pass
-                if self.core.allowed("drop", victim):
-                    self._drop(victim)
-                    self._collect(victim)
-                    return True
-        return False
+    def evict(self, pid: int) -> None:
+        """Take a page out of the reuse pool; collect it if nothing else holds it."""
+        self.pipe.fire("evict", None, pid)
+        self.collector.collect(pid)
 
-    # -- prefetch -----------------------------------------------------------------------------------
-    def _prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> Future[None]:
-        existing = self.inflight.get(pid)
+    # -- prefetch ---------------------------------------------------------------------------------
+    def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> Future[None]:
+        """Start copying a host or disk page back into a reserved GPU slot."""
+        existing = self.busy.inflight.get(pid)
         if existing is not None:
             return existing
-        source = self.cols[B.TIER][pid]
-        if source not in ("host", "disk") or not self.core.allowed("prefetch", pid):
-            self._fire("prefetch", pid)  # raises the spec's refusal
-        slot = self._take_slot(pid, protect)
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        source = rec.meta.tier
+        if source not in ("host", "disk") or not pipe.allowed("prefetch", None, pid):
+            pipe.fire("prefetch", None, pid)  # raises the spec's refusal
+            raise TierError(f"page {pid} has no host or disk copy to prefetch")
+        slot = self.take_slot(rec, protect)
         try:
-            self._fire("prefetch", pid)
-        except GuardRefused:
-            self.slots.give(slot)
+            pipe.fire("prefetch", None, pid)
+        except BaseException:
+            self.storage.slots.give(slot)
             raise
-        self._place(pid, slot)
-        fut: Future[None] = self.executor.submit(self._prefetch_job, pid, slot, str(source))
-        self.inflight[pid] = fut
+        self.storage.place(rec, slot, self._gen(pid))
+        fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+        self.busy.inflight[pid] = fut
         return fut
 
-    def _prefetch_job(self, pid: int, slot: int, source: str) -> None:
+    def _copy(self, pid: int, slot: int, source: str) -> None:
         """Worker: copy the payload into the reserved slot, then let the spec decide if it lands."""
-        data = self.host.get(pid) if source == "host" else (self.disk.get(pid) if self.disk else None)
+        storage = self.storage
+        data = storage.host.get(pid) if source == "host" else (storage.disk.get(pid) if storage.disk else None)
         if data is not None:
-            self.store.write(slot, data)
+            storage.data.write(slot, data)
         with self.lock:
             try:
-                self._complete_prefetch(pid, slot, source, data)
+                self._land(pid, slot, source, data)
             finally:
-                self.inflight.pop(pid, None)
-                self._collect(pid)
+                self.busy.inflight.pop(pid, None)
+                self.collector.collect(pid)
 
-    def _complete_prefetch(self, pid: int, slot: int, source: str, data: bytes | None) -> None:
-        info = self.pages.info[pid]
-        self._fire("copy_done", pid)
+    def _land(self, pid: int, slot: int, source: str, data: bytes | None) -> None:
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        pipe.fire("copy_done", None, pid)
         reason = None
         if data is None:
             reason = "missing"
         elif len(data) != self.page_bytes:
             reason = "truncated"
-        elif checksum(self.store.read(slot)) != info.checksum:
+        elif checksum(self.storage.data.read(slot)) != rec.checksum:
             reason = "checksum"
-        if reason is None:
-            self._try("verify", pid)
-        if self._try("land", pid):
-            self.stats.bytes_moved[f"{source}->gpu"] += len(data or b"")
+        pipe.fire("verify", None, pid, observed={"intact": reason is None})
+        if pipe.allowed("land", None, pid):  # the spec decides, from what verify recorded
+            pipe.fire("land", None, pid)
+            self.metrics.bytes_moved[f"{source}->gpu"] += len(data or b"")
+            self.seam.moved(rec, "gpu")
         else:
-            self._fire("corrupt", pid)
-            self.stats.corrupt_pages[reason or "refused"] += 1
-            self._unplace(pid)
-        self.host.remove(pid)
-        self.host_lru.pop(pid, None)
-        if self.disk is not None:
-            self.disk.remove(pid)
-        self.disk_lru.pop(pid, None)
+            pipe.fire("corrupt", None, pid)
+            self.metrics.corrupt_pages[reason or "refused"] += 1
+            self.storage.free_slot(rec)
+            self.seam.moved(rec, "dropped")
+        self.storage.host.remove(pid)
+        disk = self.storage.disk
+        if disk is not None and pid in disk and not disk.remove(pid):
+            self.metrics.extra["disk_leftover_files"] = len(disk.leftovers)
 
-    # -- recompute ----------------------------------------------------------------------------------
-    def _recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
-        """Rebuild a dropped page from its tokens into a fresh slot (``recompute`` event)."""
-        info = self.pages.info[pid]
-        if not self.core.allowed("recompute", pid):
-            self._fire("recompute", pid)
-        slot = self._take_slot(pid, protect)
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every copy in flight has landed or failed (call without the lock)."""
+        with self.lock:
+            futures = list(self.busy.inflight.values())
+        wait(futures, timeout)
+
+    # -- recompute --------------------------------------------------------------------------------
+    def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
+        """Rebuild a dropped page from its tokens into a fresh slot."""
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        if not pipe.allowed("recompute", None, pid):
+            pipe.fire("recompute", None, pid)
+        slot = self.take_slot(rec, protect)
         try:
-            self._fire("recompute", pid)
-        except GuardRefused:
-            self.slots.give(slot)
+            pipe.fire("recompute", None, pid)
+        except BaseException:
+            self.storage.slots.give(slot)
             raise
-        self._place(pid, slot)
-        self.store.recompute(slot, info.depth, info.tokens)
-        self.stats.extra["recomputed_pages"] += 1
+        self.storage.place(rec, slot, self._gen(pid))
+        self.storage.data.recompute(slot, rec.depth, rec.tokens)
+        self.seam.moved(rec, "gpu")
+        self.metrics.extra["recomputed_pages"] += 1
+
+    def close(self) -> None:
+        """Stop the copy workers (after the copies in flight)."""
+        self.executor.shutdown(wait=True)

@@ -8,7 +8,8 @@ disk tier writes one file per page, atomically, with a header carrying the lengt
 
 A read returns None for a missing file and the bytes it found otherwise (possibly truncated or
 flipped): the caller compares the checksum with the one the control plane recorded when the page
-left the GPU, never the file's own claim alone.
+left the GPU, never the file's own claim alone.  A file that cannot be deleted (a read-only
+directory) is kept in ``leftovers``, counted, and deleted on a later ``sweep``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ import struct
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import CapacityError, TierError
+from .store import PageStore
+
+if TYPE_CHECKING:
+    from .pages import PageRecord
 
 _MAGIC = b"MCPAGE01"
 _HEADER = struct.Struct("<8sQQ")
@@ -100,6 +106,7 @@ class DiskTier:
         self.capacity = capacity
         self.dir = Path(directory)
         self.pages: set[int] = set()
+        self.leftovers: set[Path] = set()  # files of pages no longer on disk that could not be deleted
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".probe-", dir=self.dir)
@@ -124,9 +131,10 @@ class DiskTier:
         """The file of page ``pid``."""
         return self.dir / f"page-{pid}.kv"
 
-    def put(self, pid: int, data: bytes, check: int) -> None:
-        """Write the page file atomically (tmp + fsync + rename + fsync of the directory)."""
-        if pid not in self.pages and self.full:
+    def put(self, pid: int, data: bytes, check: int, *, over: bool = False) -> None:
+        """Write the page file atomically (tmp + fsync + rename + fsync of the directory).  ``over``:
+        the caller frees a page right after (a spill writes before it drops its victim)."""
+        if pid not in self.pages and len(self.pages) >= self.capacity + (1 if over else 0):
             raise CapacityError(f"disk tier full ({self.capacity} pages)")
         target = self.path(pid)
         try:
@@ -169,10 +177,72 @@ class DiskTier:
             return body[:0] if magic != _MAGIC else body
         return body
 
-    def remove(self, pid: int) -> None:
-        """Delete the page file (no error if it is already gone)."""
+    def remove(self, pid: int) -> bool:
+        """Delete the page file (no error if it is already gone); False if it could not be deleted (it
+        is then a leftover, retried by ``sweep``)."""
         self.pages.discard(pid)
+        path = self.path(pid)
+        self.leftovers.discard(path)
         try:
-            self.path(pid).unlink()
-        except OSError:
+            path.unlink()
+        except FileNotFoundError:
             pass
+        except OSError:
+            self.leftovers.add(path)
+            return False
+        return True
+
+    def sweep(self) -> int:
+        """Try again to delete leftover files (skipping any that became a page's file again); returns how
+        many are still left."""
+        live = {self.path(pid) for pid in self.pages}
+        for path in list(self.leftovers):
+            if path in live:
+                self.leftovers.discard(path)
+                continue
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            self.leftovers.discard(path)
+        return len(self.leftovers)
+
+
+class Storage:
+    """Where every page's payload is: the GPU slots (with the data plane behind them), host and disk."""
+
+    def __init__(self, slots: SlotPool, data: PageStore, host: HostTier, disk: DiskTier | None) -> None:
+        self.slots = slots
+        self.data = data
+        self.host = host
+        self.disk = disk
+
+    def place(self, rec: PageRecord, slot: int, gen: int) -> None:
+        """The page now occupies GPU ``slot`` (taken for it); publish its generation there."""
+        rec.gpu_slot = slot
+        self.data.set_generation(slot, gen)
+
+    def free_slot(self, rec: PageRecord) -> None:
+        """Give the page's GPU slot back (its bytes there are gone)."""
+        if rec.gpu_slot >= 0:
+            self.data.free(rec.gpu_slot)
+            self.slots.give(rec.gpu_slot)
+            rec.gpu_slot = -1
+
+    def release(self, rec: PageRecord) -> None:
+        """Free the page's payload wherever it is."""
+        self.free_slot(rec)
+        self.host.remove(rec.pid)
+        if self.disk is not None and rec.pid in self.disk:
+            self.disk.remove(rec.pid)
+
+    def where(self, pid: int, slot: int) -> list[str]:
+        """The stores holding a payload of ``pid`` (GPU when ``slot`` >= 0)."""
+        out = ["gpu"] if slot >= 0 else []
+        if pid in self.host:
+            out.append("host")
+        if self.disk is not None and pid in self.disk:
+            out.append("disk")
+        return out

@@ -10,9 +10,10 @@ from morphcache.engine import Engine, EngineConfig, TritonOps
 from morphcache.engine.ops import layout_alignment
 from morphcache.kernels import AlignmentError
 from morphcache.model import HybridModel
+from morphcache.runtime import SHIPPED_SPEC
 from morphcache.spec.loader import load_spec
 
-SHIPPED = Path(__file__).resolve().parents[2] / "spec" / "hybrid.yaml"
+SHIPPED = SHIPPED_SPEC  # the design the runtime runs
 
 
 def _variant(tmp_path: Path, align: int) -> Path:

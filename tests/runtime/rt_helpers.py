@@ -7,8 +7,7 @@ from typing import Any
 
 import yaml
 
-from morphcache.runtime import RuntimeConfig
-from morphcache.runtime.base import SHIPPED_SPEC
+from morphcache.runtime import SHIPPED_SPEC, RuntimeConfig
 
 SMALL = dict(page_size=4, window=6, gpu_pages=16, host_pages=8, disk_pages=8, pool_capacity=8, max_pin=4)
 

@@ -56,11 +56,11 @@ CASES: list[tuple[str, Callable[[CacheManager], Any], type[Exception], str]] = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input(m: CacheManager, case: tuple[str, Callable[[CacheManager], Any], type[Exception], str]) -> None:
     _, call, exc_type, text = case
-    before = m.frontier("a"), len(m.pages.info)
+    before = m.frontier("a"), len(m.page_ids())
     with pytest.raises(exc_type, match=text.replace("*", r"\*").replace("[", r"\[")) as exc:
         call(m)
     assert isinstance(exc.value, MorphcacheError)
-    assert (m.frontier("a"), len(m.pages.info)) == before
+    assert (m.frontier("a"), len(m.page_ids())) == before
     m.check_integrity()
 
 

@@ -1,4 +1,5 @@
-"""Compilation: modes, the transition table against the transitions machines, guards from the file."""
+"""Compilation: runtime domains and batch plans, the transition table against the transitions machines,
+guards from the file."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from rt_helpers import small_config, spec_variant, toks
 
 from morphcache.runtime import (
+    SHIPPED_SPEC,
     CacheManager,
     ConfigError,
     DomainError,
@@ -17,24 +19,36 @@ from morphcache.runtime import (
     Ready,
     Step,
 )
-from morphcache.runtime.base import SHIPPED_SPEC
+from morphcache.runtime.batch import AFFINE, ONCE, PRE, BatchPlanner
 from morphcache.runtime.bounds import declared_bounds
-from morphcache.runtime.compiler import GLOBAL, LOCAL, SYSTEM, VIEW, CompiledSpec
+from morphcache.runtime.compiler import CompiledSpec
 from morphcache.runtime.machines import MachineBackend, TableBackend
 from morphcache.spec.interp import evaluate
 from morphcache.spec.loader import load_spec
 
 
-def test_event_modes_of_the_shipped_spec() -> None:
+def test_domains_and_batch_plans_of_the_shipped_spec() -> None:
+    """Quantifiers range over the readers or pages an entry ties to the event's page or reader; batches
+    of acquire/read/release are decided column-wise, attach with its frontier stepped and its
+    next_block_free conjunct proved preserved (Z3), so evaluated once."""
     spec = load_spec(SHIPPED_SPEC)
     cs = CompiledSpec(spec, small_config().spec_constants(spec.constants))
-    modes = {name: ev.mode for name, ev in cs.events.items()}
-    assert modes["admit"] == GLOBAL and cs.events["admit"].aggregates
-    for name in ("open", "append", "seal", "slide", "prefetch", "recompute"):
-        assert modes[name] == VIEW, name
-    for name in ("acquire", "read", "release", "offload", "drop", "land", "evict", "build_index"):
-        assert modes[name] == LOCAL, name
-    assert modes["capture"] == modes["uncapture"] == SYSTEM
+    kinds = {name: {(d.kind, d.key, d.vars) for d in cs.domains_read(ev)} for name, ev in cs.events.items()}
+    assert kinds["forget"] == kinds["slide"] == kinds["prefetch"] == {("page_readers", "p", ("block",))}
+    assert kinds["open"] == kinds["attach"] == kinds["register"] == {("reader_pages", "r", ("block",))}
+    assert any(n.startswith("@agg") for n in cs.events["admit"].reads)
+    assert cs.reverse_indexed == {"block"}
+    planner = BatchPlanner(cs)
+    for name in ("acquire", "read", "release", "release_last", "detach"):
+        plan = planner.plan(cs.events[name], 0, [1, 2])
+        assert plan is not None and plan.independent, name
+    attach = planner.plan(cs.events["attach"], 0, [1, 2])
+    assert attach is not None and attach.affine == {"frontier": 4}
+    assert attach.conjuncts.count(ONCE) == 1 and attach.conjuncts.count(AFFINE) == 1 and PRE in attach.conjuncts
+    many = planner.plan(cs.events["append"], [0, 1], [2, 3])
+    assert many is not None and many.independent
+    assert planner.plan(cs.events["open"], [0, 1], [2, 3]) is None  # reads block rows other firings write
+    assert planner.plan(cs.events["capture"], 0, [1]) is None  # a reader's own event
 
 
 def test_runtime_constants_replace_the_checked_instance() -> None:
@@ -127,7 +141,7 @@ def test_changing_a_guard_in_the_spec_file_changes_the_runtime(
 
 def test_effect_outside_declared_bounds_is_refused(tmp_path: Path,
                                                    make_manager: Callable[..., CacheManager]) -> None:
-    effects = {"fill[p]": "C + 1", "frontier": "frontier + 1"}
+    effects = {"fill[p]": "C + 1", "frontier[r]": "frontier[r] + 1"}
     bad = spec_variant(tmp_path, {"objects.tail.events.seal.effects": effects})
     m = make_manager(bad)
     m.register("a", toks(0, 3))

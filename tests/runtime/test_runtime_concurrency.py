@@ -36,7 +36,7 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
     for k, tokens in enumerate(PREFIXES):
         m.register(f"p{k}", tokens)
         m.free(f"p{k}")
-    known = {pid: (tuple(m.page_state(pid)["tokens"]), m.page_state(pid)["depth"]) for pid in m.pages.info}
+    known = {pid: (tuple(m.page_state(pid)["tokens"]), m.page_state(pid)["depth"]) for pid in m.page_ids()}
     stop = threading.Event()
     counts = {"reads": 0, "bad": 0, "stale": 0, "moves": 0, "errors": 0, "crashed": 0}
     errors: list[str] = []
@@ -118,7 +118,7 @@ def run_scenario(m: CacheManager, seconds: float = 1.0, readers: int = 3) -> dic
     for t in threads:
         t.join()
     m.wait_prefetches()
-    counts["lost"] = sum(1 for pid in known if pid not in m.pages.info)
+    counts["lost"] = sum(1 for pid in known if pid not in m.page_ids())
     if errors:
         counts["first_error"] = errors[0]  # type: ignore[assignment]
     return counts
@@ -131,7 +131,7 @@ def test_offloader_and_readers(make_manager: Callable[..., CacheManager]) -> Non
     assert counts["bad"] == counts["stale"] == counts["lost"] == counts["errors"] == counts["crashed"] == 0, counts
     m.check_integrity()
     for tokens in PREFIXES:  # every page is still there, on some tier
-        assert m.index.nominal(tokens).tokens == len(tokens)
+        assert m.probe(tokens).nominal == len(tokens)
 
 
 def test_weakened_offload_lets_bad_reads_through(tmp_path: Path,

@@ -72,7 +72,7 @@ def random_ops(m: CacheManager, rng: random.Random, ops: int) -> None:
     heads = [toks(0, 24), toks(0, 8) + toks(90, 16), toks(200, 24)]
     for i in range(ops):
         op = rng.randrange(8)
-        pages = sorted(m.pages.info)
+        pages = sorted(m.page_ids())
         seqs = sorted(m.sequences())
         try:
             if op == 0 or not seqs:
@@ -144,6 +144,6 @@ def test_steps_at_runtime_constants(make_manager: Callable[..., CacheManager]) -
     m.check_integrity()
     steps = m.steps()
     assert len(steps) > 150
-    probe = next(s for s in steps if s.event == "append" and s.before["frontier"] > 6)
+    probe = next(s for s in steps if s.event == "append" and s.before["frontier[r0]"] > 6)
     assert conformance.check_step(m.spec, m.constants, probe.before, probe.event, probe.args, probe.after) is None
     assert check_all(m, steps) == []

@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rt_helpers import small_config, spec_variant, toks
 
-from morphcache.runtime import CacheManager, DiversionError, Miss, NeedsRecovery, Ready
-from morphcache.runtime.base import SHIPPED_SPEC
+from morphcache.runtime import SHIPPED_SPEC, CacheManager, DiversionError, Miss, NeedsRecovery, Ready
 from morphcache.runtime.compiler import CompiledSpec
 from morphcache.runtime.search import HitSearch
 from morphcache.spec.loader import load_spec

@@ -45,7 +45,7 @@ def test_identical_content_is_found_by_the_chain(mgr: CacheManager) -> None:
     mgr.free("a")
     mgr.evict(a[1])
     mgr.evict(a[0])  # forgotten: b's duplicates take over the index entries
-    assert a[0] not in mgr.pages.info
+    assert a[0] not in mgr.page_ids()
     r = mgr.lookup(toks(0, 8))
     assert isinstance(r, Ready) and r.lease.pages == mgr.sequence_pages("b")[:2]
     mgr.release(r.lease)
@@ -57,9 +57,9 @@ def test_free_keeps_pooled_pages_and_forgets_the_rest(mgr: CacheManager) -> None
     pages = mgr.sequence_pages("a")
     mgr.free("a")
     assert set(mgr.pooled) == set(pages[:2])
-    assert pages[2] not in mgr.pages.info
+    assert pages[2] not in mgr.page_ids()
     mgr.evict(pages[1])
-    assert pages[1] not in mgr.pages.info and pages[0] in mgr.pages.info
+    assert pages[1] not in mgr.page_ids() and pages[0] in mgr.page_ids()
     mgr.check_integrity()
 
 
@@ -79,7 +79,7 @@ def test_capture_freezes_block_count(mgr: CacheManager) -> None:
     mgr.append("a", [6, 7])  # fills the current page: no new block
     with pytest.raises(TopologyError) as exc:
         mgr.append("a", [8])  # would open block 2
-    assert exc.value.event == "open" and "graph == 'idle'" in exc.value.failed
+    assert exc.value.event == "open" and "graph[r] == 'idle'" in exc.value.failed
     assert mgr.frontier("a") == 8
     mgr.check_integrity()
     mgr.uncapture(["a"])

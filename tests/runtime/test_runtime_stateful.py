@@ -58,7 +58,7 @@ class CacheMachine(RuleBasedStateMachine):
 
     # -- helpers ------------------------------------------------------------------------------------
     def _page(self, i: int) -> int | None:
-        pages = sorted(self.m.pages.info)
+        pages = sorted(self.m.page_ids())
         return pages[i % len(pages)] if pages else None
 
     def _seq(self, i: int) -> str | None:
@@ -92,19 +92,13 @@ class CacheMachine(RuleBasedStateMachine):
     def lookup(self, prefix: int, n: int, tail: int, attach: bool) -> None:
         tokens = self._tokens(prefix, n, tail)
         m = self.m
-        hit = m.index.nominal(tokens)
-        fresh = []
-        names: dict[str, Any] = dict(m.constants)
-        for pid in hit.pages:
-            names["p"] = pid
-            fresh.append(sum(1 << k for k, o in enumerate(m._objects) if m.cspec.lookup.ready[o](names, m.cols)))
-        oracle = m.search.brute(fresh, hit.tokens)
+        nominal, oracle = m.parts.lookups.oracle(tokens)  # closures on every page, every position tried
         try:
             res = m.lookup(tokens)
         except ALLOWED:
             return
         if isinstance(res, Ready):
-            assert res.lease.tokens == oracle and res.nominal == hit.tokens
+            assert res.lease.tokens == oracle and res.nominal == nominal
             if attach:
                 self.count += 1
                 sid = f"s{self.count}"
@@ -115,10 +109,10 @@ class CacheMachine(RuleBasedStateMachine):
                     pass
             self.leases.append(res.lease)
         elif isinstance(res, NeedsRecovery):
-            assert res.plan.effective == oracle and res.plan.nominal == hit.tokens
+            assert res.plan.effective == oracle and res.plan.nominal == nominal
             self.plans.append(res.plan)
         else:
-            assert isinstance(res, Miss) and (hit.tokens == 0 or oracle == 0)
+            assert isinstance(res, Miss) and (nominal == 0 or oracle == 0)
 
     @rule(i=st.integers(0, 40), how=st.sampled_from(["flip", "truncate", "delete"]))
     def spill_damage_prefetch(self, i: int, how: str) -> None:
@@ -141,7 +135,7 @@ class CacheMachine(RuleBasedStateMachine):
             self.m.prefetch(pid).result()
         except ALLOWED:
             pass
-        if pid in self.m.pages.info:  # a damaged page never lands (dropped, or still on disk if refused)
+        if pid in self.m.page_ids():  # a damaged page never lands (dropped, or still on disk if refused)
             assert self.m.page_state(pid)["tier"] in ("dropped", "disk")
 
     @rule(prefix=st.integers(0, 1), n=st.integers(8, 20), attach=st.booleans())
@@ -155,7 +149,7 @@ class CacheMachine(RuleBasedStateMachine):
         lease = self.leases[i % len(self.leases)]
         view = self.m.read(lease, payloads=True)
         assert view.payloads is not None
-        for pid, payload in zip(lease.pages, view.payloads, strict=True):
+        for pid, payload in zip(lease.pinned, view.payloads, strict=True):
             st_ = self.m.page_state(pid)
             assert payload == expected_payload(st_["tokens"], st_["depth"], self.m.C), f"page {pid}"
 
@@ -210,7 +204,7 @@ class CacheMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, 40), how=st.sampled_from(["flip", "truncate", "delete"]), fetch=st.booleans())
     def damage_disk_page(self, i: int, how: str, fetch: bool) -> None:
         disk = self.m.disk
-        on_disk = sorted(p for p in self.m.pages.info if self.m.page_state(p)["tier"] == "disk")
+        on_disk = sorted(p for p in self.m.page_ids() if self.m.page_state(p)["tier"] == "disk")
         if disk is None or not on_disk:
             return
         path = disk.path(on_disk[i % len(on_disk)])
@@ -231,7 +225,7 @@ class CacheMachine(RuleBasedStateMachine):
 
     @rule(i=st.integers(0, 40), block=st.booleans())
     def prefetch_offloaded(self, i: int, block: bool) -> None:
-        off = sorted(p for p in self.m.pages.info if self.m.page_state(p)["tier"] in ("host", "disk"))
+        off = sorted(p for p in self.m.page_ids() if self.m.page_state(p)["tier"] in ("host", "disk"))
         if off:
             try:
                 fut = self.m.prefetch(off[i % len(off)])

@@ -65,7 +65,7 @@ def test_gpu_pressure_moves_cold_pages_down_the_tiers(make_manager: Callable[...
         m.register(f"s{i}", toks(100 * i, 8))
         m.free(f"s{i}")
         m.check_integrity()
-    tiers = [m.page_state(p)["tier"] for p in m.pages.info]
+    tiers = [m.page_state(p)["tier"] for p in m.page_ids()]
     assert tiers.count("gpu") <= 4 and tiers.count("host") <= 2 and tiers.count("disk") <= 3
     assert m.metrics().bytes_moved["host->disk"] > 0
     r = m.lookup(toks(0, 8))  # the oldest prefix went down the tiers (or was dropped)

@@ -1,0 +1,306 @@
+"""Batches: one event fired on many pages (or for many readers) decided by the vector backend at once.
+
+A batch fires in order; the k-th firing sees what the earlier ones wrote.  The planner decides, once
+per event and batch shape, how each conjunct and effect of the k-th firing can be computed from the
+state *before* the batch::
+
+    shape "one"   one reader r, distinct pages      (acquire/read/release over a lease; attach)
+    shape "many"  distinct readers, distinct pages  (one decode step: append on every sequence)
+    shape "pages" distinct pages, no reader         (forget / drop / slide over many pages)
+
+    pre     reads nothing an earlier firing writes (different pages, different readers): evaluated
+            on the pre-state, for every firing at once
+    affine  also reads x[r] that each firing sets to x[r] + c: evaluated with x[r] + k * c
+    once    reads what earlier firings write, but the event preserves it (preserve.py): holds at
+            every firing once it holds at the first; evaluated once
+    (none)  anything else: no plan; the pipeline fires the batch one by one
+
+Read and write patterns of a name: ``p``/``r``/``rp`` at the firing's own page, reader or (reader,
+page); ``r*`` its reader's row; ``*p`` its page's column; ``any`` anywhere (a page or reader bound by
+a quantifier over every live id, an aggregate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from morphcache.spec.expr import Binary, Const, Expr, Index, Name, Reduce, walk
+
+from .compiler import CompiledEvent, CompiledSpec
+from .domains import PAGE_READERS, READER_PAGES
+from .errors import GuardRefused
+from .preserve import preserved
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+
+PRE, AFFINE, ONCE = "pre", "affine", "once"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a batch of one event and shape is evaluated: a class per conjunct and per effect."""
+
+    shape: str
+    conjuncts: tuple[str, ...]
+    effects: tuple[str, ...]
+    affine: dict[str, int]  # reader variable -> its increment per firing (shape "one")
+
+    @property
+    def independent(self) -> bool:
+        """Each firing's outcome is its own (no affine or once class): may fire non-atomically."""
+        return all(c == PRE for c in self.conjuncts + self.effects)
+
+
+class BatchPlanner:
+    """Plans per (event, shape), computed on first use."""
+
+    def __init__(self, cspec: CompiledSpec) -> None:
+        self.cspec = cspec
+        self.plans: dict[tuple[str, str], Plan | None] = {}
+
+    def plan(self, ev: CompiledEvent, r: Any, p: Any) -> Plan | None:
+        """The plan for this batch, or None when it must fire one by one."""
+        if p is None:
+            return None
+        shape = "pages" if r is None else ("one" if isinstance(r, (int, np.integer)) else "many")
+        key = (ev.name, shape)
+        if key not in self.plans:
+            self.plans[key] = self._plan(ev, shape)
+        return self.plans[key]
+
+    # -- analysis ---------------------------------------------------------------------------------
+    def _reads(self, e: Expr) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        domains = self.cspec.domains
+        for node in walk(e):
+            if isinstance(node, Index):
+                out.add((node.name, self._pattern(node, e)))
+            elif isinstance(node, Name) and node.name in self.cspec.aggregates:
+                out |= {(v, "any") for v in self.cspec.aggregates[node.name].reads}
+            elif isinstance(node, Reduce):
+                dom = domains[node.domain]
+                if dom.kind == READER_PAGES and dom.key == "r":
+                    out |= {(v, "r*") for v in dom.vars}
+                elif dom.kind == PAGE_READERS and dom.key == "p":
+                    out |= {(v, "*p") for v in dom.vars}
+                else:
+                    out |= {(v, "any") for v in dom.vars}
+        return out
+
+    def _pattern(self, node: Index, root: Expr) -> str:
+        args = [a.name if isinstance(a, Name) else None for a in node.args]
+        scope = self.cspec.scopes.get(node.name)
+        if scope == "page":
+            return "p" if args == ["p"] else "any"
+        if scope == "reader":
+            return "r" if args == ["r"] else "any"
+        if args == ["r", "p"]:
+            return "rp"
+        if args[0] == "r" and self._bound_over(root, args[1], READER_PAGES, "r"):
+            return "r*"
+        if args[1] == "p" and self._bound_over(root, args[0], PAGE_READERS, "p"):
+            return "*p"
+        return "any"
+
+    def _bound_over(self, root: Expr, var: str | None, kind: str, key: str) -> bool:
+        for node in walk(root):
+            if isinstance(node, Reduce) and node.var == var:
+                dom = self.cspec.domains[node.domain]
+                return dom.kind == kind and dom.key == key
+        return False
+
+    def _writes(self, ev: CompiledEvent) -> set[tuple[str, str]]:
+        own = {"page": "p", "reader": "r"}.get(ev.scope, "rp")
+        out = {(ev.owner, own)}
+        for eff in ev.effects:
+            out.add((eff.target, {"p": "p", "r": "r", "r,p": "rp", "r,*": "r*", "*,p": "*p"}.get(eff.index, "any")))
+        return out
+
+    @staticmethod
+    def _alias(w: str, r: str, same_reader: bool) -> bool:
+        if "any" in (w, r):
+            return True
+        table = {
+            ("p", "p"): False, ("r", "r"): same_reader,
+            ("rp", "rp"): False, ("rp", "r*"): same_reader, ("rp", "*p"): False,
+            ("r*", "rp"): same_reader, ("r*", "r*"): same_reader, ("r*", "*p"): True,
+            ("*p", "rp"): False, ("*p", "r*"): True, ("*p", "*p"): False,
+        }
+        return table.get((w, r), True)
+
+    def _affine(self, ev: CompiledEvent) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for eff in ev.effects:
+            v = eff.expr
+            if eff.index == "r" and isinstance(v, Binary) and v.op in ("+", "-"):
+                left, right = v.left, v.right
+                if isinstance(left, Index) and left.name == eff.target and isinstance(right, Const):
+                    out[eff.target] = int(right.value) * (1 if v.op == "+" else -1)
+        return out
+
+    def _plan(self, ev: CompiledEvent, shape: str) -> Plan | None:
+        if any(e.star is not None for e in ev.effects) or ev.params or ev.observes or ev.scope == "reader":
+            return None
+        same = shape == "one"
+        writes = self._writes(ev)
+        affine = self._affine(ev) if same else {}
+        written = {n for n, _ in writes}
+
+        def klass(e: Expr, conjunct: bool) -> str | None:
+            aliased = {(n, pat) for n, pat in self._reads(e) if n in written
+                       and any(self._alias(w, pat, same) for wn, w in writes if wn == n)}
+            if not aliased:
+                return PRE
+            if all(pat == "r" and n in affine for n, pat in aliased):
+                return AFFINE
+            if conjunct and same and "p" not in {x.name for x in walk(e) if isinstance(x, Name)} \
+                    and preserved(self.cspec, ev, e):
+                return ONCE
+            return None
+
+        owner_read = {"page": "p", "reader": "r"}.get(ev.scope, "rp")
+        if any(self._alias(w, owner_read, same) for n, w in writes if n == ev.owner):
+            return None
+        conj = tuple(klass(c.expr, True) for c in ev.conjuncts)
+        effs = tuple(klass(e.expr, False) for e in ev.effects)
+        if None in conj or None in effs:
+            return None
+        return Plan(shape, conj, effs, affine)  # type: ignore[arg-type]
+
+
+class _Affine:
+    """A reader column seen at the k-th firing of a one-reader batch: ``base[r] + k * step``."""
+
+    def __init__(self, base: np.ndarray, steps: np.ndarray) -> None:
+        self.base = base
+        self.steps = steps
+
+    def __getitem__(self, r: Any) -> Any:
+        return self.base[r] + self.steps
+
+
+class VectorFiring:
+    """One batch decided by the vector backend: the pipeline's stages over arrays."""
+
+    def __init__(self, pipe: Pipeline, ev: CompiledEvent, plan: Plan, r: Any, p: np.ndarray, count: int) -> None:
+        self.pipe, self.ev, self.plan = pipe, ev, plan
+        self.r: Any = int(r) if plan.shape == "one" else (None if r is None else np.asarray(r, dtype=np.int64))
+        self.p = np.asarray(p, dtype=np.int64)
+        self.count = count
+
+    def run(self, atomic: bool) -> np.ndarray:
+        """Decide and apply the batch; returns the mask of firings that fired."""
+        pipe, ev, plan = self.pipe, self.ev, self.plan
+        if len(np.unique(self.p)) != self.count or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
+                or (not atomic and not plan.independent):
+            return pipe._fire_each(ev, self.r, self.p, self.count, atomic)
+        store = pipe.store
+        n = pipe.names.bind(ev, self.r, self.p, None, None)
+        n = dict(n)
+        steps = np.arange(self.count, dtype=np.int64)
+        pre = store.varrays
+        moved = dict(pre)
+        for name, inc in plan.affine.items():
+            moved[name] = _Affine(store.rvecs[name], steps * inc)
+        ok = np.isin(self._owner_codes(), np.fromiter(pipe.sources[ev.name], dtype=np.int64))
+        failed: tuple[int, str] | None = None
+        for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
+            if klass == ONCE:
+                first = pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
+                value: Any = bool(c.fn(first, store.arrays))
+            else:
+                value = c.vfn(n, moved if klass == AFFINE else pre)
+            value = np.broadcast_to(np.asarray(value, dtype=bool), (self.count,))
+            if failed is None and not value.all():
+                failed = (int(np.argmin(value)), c.text)
+            ok &= value
+        values = []
+        for eff, klass in zip(ev.effects, plan.effects, strict=True):
+            value = np.broadcast_to(np.asarray(eff.vfn(n, moved if klass == AFFINE else pre)), (self.count,))
+            lo = eff.lo if eff.lo is None or isinstance(eff.lo, int) else eff.lo(n, pre)
+            hi = eff.hi if eff.hi is None or isinstance(eff.hi, int) else eff.hi(n, pre)
+            inside = np.ones(self.count, dtype=bool)
+            if lo is not None:
+                inside &= value >= lo
+            if hi is not None:
+                inside &= value <= hi
+            if failed is None and not inside.all():
+                failed = (int(np.argmin(inside)), f"{lo} <= {eff.target} <= {hi}")
+            ok &= inside
+            values.append(value)
+        if atomic and not ok.all():
+            k = int(np.argmin(ok))
+            raise self._refusal(k, failed)
+        if plan.shape == "many" or not atomic:
+            self._apply(ok, values)
+        else:
+            self._apply(np.ones(self.count, dtype=bool), values)
+        return ok
+
+    def _owner_codes(self) -> np.ndarray:
+        store, ev = self.pipe.store, self.ev
+        if ev.scope == "page":
+            return store.vecs[ev.owner][self.p]
+        return store.varrays[ev.owner][(self.r if self.r is not None else 0, self.p)]  # type: ignore[no-any-return]
+
+    def _refusal(self, k: int, failed: tuple[int, str] | None) -> GuardRefused:
+        pipe, ev = self.pipe, self.ev
+        r = self.r if self.plan.shape == "one" else (None if self.r is None else int(self.r[k]))
+        p = int(self.p[k])
+        pipe.refused[ev.name] += 1
+        state = pipe._owner_state(ev, r, p)
+        if state not in pipe.sources[ev.name] and (failed is None or failed[0] >= k):
+            pipe.refused[ev.name] -= 1
+            return pipe._source_refusal(ev, r, p, state)
+        text = failed[1] if failed is not None else ev.guard_text
+        conj = next((c for c in ev.conjuncts if c.text == text), None)
+        detail = ", ".join(pipe.values(conj.reads, r, p)) if conj is not None else ""
+        cls = pipe.refusal_class(conj.reads if conj is not None else frozenset(), r, p)
+        return cls(ev.name, p, pipe._block(p), pipe.describe(r), ev.guard_text, text,
+                   f"at firing {k} of a batch of {self.count}" + (f"; {detail}" if detail else ""))
+
+    def _apply(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
+        pipe, ev, plan = self.pipe, self.ev, self.plan
+        if pipe.recorder.enabled:
+            self._apply_recorded(mask, values)
+            return
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return
+        pids = self.p[idx]
+        rids = None if self.r is None else (self.r if plan.shape == "one" else self.r[idx])
+        pipe.write_many(ev.owner, ev.scope, rids, pids, np.full(len(idx), ev.target, dtype=np.int64))
+        for eff, value in zip(ev.effects, values, strict=True):
+            if eff.scope == "reader" and plan.shape == "one":
+                pipe.write_many(eff.target, "reader", rids, None, value[idx][-1:])
+            else:
+                pipe.write_many(eff.target, eff.scope, rids, pids, value[idx])
+        pipe.fired[ev.name] += len(idx)
+
+    def _apply_recorded(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
+        """With recording on: the decisions and values above, applied one firing at a time so that
+        each step is recorded against the state it fired from."""
+        pipe, ev = self.pipe, self.ev
+        for k in np.flatnonzero(mask).tolist():
+            r = self.r if self.plan.shape == "one" else (None if self.r is None else int(self.r[k]))
+            p = int(self.p[k])
+            n = pipe.names.bind(ev, r, p, None, None)
+            proj = pipe.recorder.before(ev, r, p, n)
+            writes = [(eff.target, eff.scope, _at(eff.index, r, p), _py(value[k]))
+                      for eff, value in zip(ev.effects, values, strict=True)]
+            pipe._apply(ev, r, p, ev.target, writes)
+            pipe.fired[ev.name] += 1
+            pipe.recorder.after(ev, r, p, None, proj)
+
+
+def _at(index: str, r: Any, p: int) -> Any:
+    parts = [r if part == "r" else p for part in index.split(",")]
+    return parts[0] if len(parts) == 1 else (parts[0], parts[1])
+
+
+def _py(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value

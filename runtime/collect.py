@@ -1,0 +1,111 @@
+"""Forgetting pages nothing holds (spec ``forget``), and what operations in progress hold.
+
+A page record lives while something needs it::
+
+    live  <=>  in a reader's block table  or  pooled  or  pinned  or  has live child pages
+               or  an operation in progress holds it (a copy in flight, a recovery using it)
+
+Once none holds, ``collect`` fires ``forget`` (the spec resets the page's state; its id may be
+reused), frees the payload wherever it is, removes its index entries and record, and looks at its
+parent.  ``Busy`` is what the runtime knows is in progress: ``check_integrity`` reads it too, so it
+is exact while copies are in flight.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import Future
+
+from .binding import BLOCK, PIN, POOL
+from .errors import GuardRefused
+from .index import PrefixIndex
+from .pages import PageDirectory, PageRecord
+from .pipeline import Pipeline
+from .seam import PolicySeam
+from .tiers import Storage
+
+
+class Busy:
+    """Pages operations in progress use: copies in flight (with their futures) and holds."""
+
+    def __init__(self) -> None:
+        self.inflight: dict[int, Future[None]] = {}
+        self.held: Counter[int] = Counter()
+
+    def __call__(self, pid: int) -> bool:
+        return pid in self.inflight or self.held[pid] > 0
+
+    def hold(self, pids: Iterable[int]) -> None:
+        """Keep ``pids`` from being forgotten until ``unhold``."""
+        self.held.update(pids)
+
+    def unhold(self, pids: Iterable[int]) -> None:
+        """Undo one ``hold`` of each of ``pids``."""
+        for pid in pids:
+            self.held[pid] -= 1
+            if self.held[pid] <= 0:
+                del self.held[pid]
+
+
+class Collector:
+    """Fires ``forget`` on pages nothing holds and cleans up after them."""
+
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, index: PrefixIndex, busy: Busy, storage: Storage,
+                 seam: PolicySeam) -> None:
+        self.pipe = pipe
+        self.store = pipe.store
+        self.pages = pages
+        self.index = index
+        self.busy = busy
+        self.storage = storage
+        self.seam = seam
+        self._pooled = pipe.cspec.codes[POOL]["pooled"]
+
+    def holds(self, pid: int) -> bool:
+        """Whether anything keeps page ``pid`` (see the module doc)."""
+        rec = self.pages.find(pid)
+        if rec is None:
+            return False
+        store = self.store
+        return bool(rec.children or self.busy(pid) or store.page(POOL, pid) == self._pooled
+                    or store.page(PIN, pid) or store.readers_at((BLOCK,), pid))
+
+    def collect(self, pid: int, keep: frozenset[int] = frozenset()) -> None:
+        """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
+        while pid >= 0 and pid not in keep and pid in self.pages and not self.holds(pid):
+            try:
+                self.pipe.fire("forget", None, pid)
+            except GuardRefused:
+                return  # e.g. a copy in flight the spec still sees (offloading, prefetching)
+            parent = self.forgotten(pid)
+            pid = parent
+
+    def collect_all(self, pids: Iterable[int]) -> None:
+        """``collect`` each of ``pids`` (children before parents when given in block order reversed)."""
+        for pid in pids:
+            self.collect(pid)
+
+    def forgotten(self, pid: int) -> int:
+        """Clean up after ``forget`` fired on ``pid``: payload, index entries, record, id; returns its
+        parent's id."""
+        rec = self.pages.remove(pid)
+        self.storage.release(rec)
+        if rec.hash is not None:
+            self.unindex(rec)
+        self.index.remove_child(rec.parent_hash, pid)
+        self.store.free_page(pid)
+        self.seam.removed(rec)
+        return rec.parent
+
+    def unindex(self, rec: PageRecord) -> None:
+        """Remove the index entry of ``rec``; a sealed duplicate with the same hash takes over."""
+        h = rec.hash
+        if h is None or self.index.by_hash.get(h) != rec.pid:
+            return
+        self.index.remove_sealed(h, rec.pid)
+        for other in self.index.by_parent.get(rec.parent_hash, {}):
+            orec = self.pages.find(other)
+            if other != rec.pid and orec is not None and orec.hash == h:
+                self.index.add_sealed(h, other)
+                break

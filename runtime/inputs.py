@@ -1,0 +1,51 @@
+"""Checking what an engine hands in: token ids, sequence ids, limits.  Bad input has one road out,
+``BadInputError`` with a message naming the argument, and changes nothing."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import BadInputError
+from .index import token_array
+
+MAX_TOKEN = (1 << 64) - 1
+
+
+def check_tokens(tokens: object, what: str = "tokens") -> Sequence[int]:
+    """``tokens`` as unsigned 64-bit ints (checked by the array conversion, in C); BadInputError for
+    anything that is not a sequence of integers in [0, 2**64).  (``bool`` is an int in Python and is
+    accepted as 0/1; numpy integers are accepted.)"""
+    if tokens.__class__ is list and len(tokens) <= 4:  # type: ignore[arg-type]
+        small: list[Any] = tokens  # type: ignore[assignment]
+        if all(t.__class__ is int and 0 <= t <= MAX_TOKEN for t in small):
+            return small
+    if isinstance(tokens, (str, bytes, bytearray)) or not isinstance(tokens, (Sequence, array)) and not hasattr(
+            tokens, "__array__"):
+        raise BadInputError(f"{what} must be a sequence of ints, got {type(tokens).__name__}")
+    try:
+        return token_array(tokens)  # type: ignore[arg-type]
+    except (TypeError, OverflowError, ValueError):
+        pass
+    seq: Sequence[Any] = tokens  # type: ignore[assignment]
+    for i, t in enumerate(seq):
+        if not isinstance(t, int) and not hasattr(t, "__index__"):
+            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {t!r}") from None
+        if not 0 <= int(t) <= MAX_TOKEN:
+            raise BadInputError(f"{what}[{i}] must be in [0, 2**64), got {int(t)}") from None
+    raise BadInputError(f"{what} cannot be read as 64-bit token ids")
+
+
+def check_seq_id(seq_id: object) -> str:
+    """A sequence id: a non-empty str."""
+    if not isinstance(seq_id, str) or not seq_id:
+        raise BadInputError(f"sequence id must be a non-empty str, got {seq_id!r}")
+    return seq_id
+
+
+def check_limit(limit: object) -> int | None:
+    """A lookup limit: an int >= 0, or None."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise BadInputError(f"limit must be an int >= 0 or None, got {limit!r}")
+    return limit  # type: ignore[return-value]

@@ -1,0 +1,129 @@
+"""The lease book: acquiring, re-validating and releasing leases, each a batch of spec events.
+
+::
+
+    acquire   acquire(r, p) on every whole page (one vector batch) + acquire_tail(r, tail)
+    read      read(r, p) on every pinned page: the spec's guard is the one comparison (pin, leased
+              generation == current generation, readable or the reader's own tail, window)
+    release   release(r, p) where the reader holds more than one lease on p, release_last elsewhere;
+              then pages nothing holds are collected and an idle reader retired
+
+Each call is all or nothing (one transaction).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .binding import GEN, LPIN
+from .collect import Collector
+from .errors import BadInputError, ForeignLeaseError, GuardRefused, LeaseReleasedError, StaleLeaseError
+from .lease import Lease, PartialSnapshot, ReadView
+from .pages import PageDirectory
+from .pipeline import Pipeline
+from .readers import ReaderRecord, ReaderTable
+from .seam import PolicySeam
+from .tiers import Storage
+
+
+class LeaseBook:
+    """Every live lease of one manager."""
+
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, readers: ReaderTable, storage: Storage,
+                 collector: Collector, seam: PolicySeam, ident: int) -> None:
+        self.pipe, self.pages, self.readers, self.storage = pipe, pages, readers, storage
+        self.collector, self.seam, self.ident = collector, seam, ident
+        self.store = pipe.store
+        self.leases: dict[int, Lease] = {}
+
+    def __len__(self) -> int:
+        return len(self.leases)
+
+    def acquire(self, reader: ReaderRecord, full: tuple[int, ...], tokens: int,
+                partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
+        """Pin ``full`` (and the reader's own ``tail``) for ``reader``; the spec's refusal otherwise."""
+        pipe = self.pipe
+        sp = pipe.begin()
+        try:
+            if full:
+                pipe.fire_batch("acquire", reader.rid, np.fromiter(full, dtype=np.int64, count=len(full)))
+            if tail is not None:
+                pipe.fire("acquire_tail", reader.rid, tail)
+        except BaseException:
+            pipe.rollback(sp)
+            raise
+        pipe.commit()
+        gen = self.store.vecs[GEN]
+        gens = tuple(gen[np.fromiter(full, dtype=np.int64, count=len(full))].tolist()) if full else ()
+        tail_gen = self.store.page(GEN, tail) if tail is not None else None
+        lease = Lease(self.ident, reader.name, reader.rid, full, gens, tokens, partial, tail, tail_gen)
+        self.leases[lease.lease_id] = lease
+        reader.leases.add(lease.lease_id)
+        return lease
+
+    def own(self, lease: object) -> Lease:
+        """``lease`` if it is a live lease of this manager; the matching LeaseError otherwise."""
+        if not isinstance(lease, Lease):
+            raise BadInputError(f"expected a Lease, got {type(lease).__name__}")
+        if lease.issuer != self.ident or self.leases.get(lease.lease_id) is not lease:
+            if lease.issuer == self.ident and lease.released:
+                raise LeaseReleasedError(f"lease #{lease.lease_id} was already released")
+            raise ForeignLeaseError(f"lease #{lease.lease_id} was not issued by this manager")
+        if lease.released:
+            raise LeaseReleasedError(f"lease #{lease.lease_id} was already released")
+        return lease
+
+    def validate(self, lease: Lease, payloads: bool = False) -> ReadView:
+        """Spec ``read`` on every pinned page now; StaleLeaseError naming the first page refused."""
+        pinned = lease.pinned
+        if pinned:
+            try:
+                self.pipe.fire_batch("read", lease.reader, np.fromiter(pinned, dtype=np.int64, count=len(pinned)))
+            except GuardRefused as exc:
+                raise StaleLeaseError(f"lease #{lease.lease_id}: page {exc.page} failed re-validation: {exc}") from exc
+        recs = [self.pages.get(pid) for pid in pinned]
+        slots = tuple(rec.gpu_slot for rec in recs)
+        gens = lease.generations + ((lease.tail_generation,) if lease.tail_generation is not None else ())
+        data = tuple(self.storage.data.read(s) for s in slots) if payloads else None
+        self.seam.tick()
+        self.seam.accessed(recs)
+        return ReadView(lease.lease_id, slots, gens, data)  # type: ignore[arg-type]
+
+    def release(self, lease: Lease) -> None:
+        """Unpin every page of the lease; collect what nothing holds any more."""
+        pipe = self.pipe
+        pinned = lease.pinned
+        counts = [self.store.rp_value(LPIN, lease.reader, pid) for pid in pinned]
+        more = [pid for pid, c in zip(pinned, counts, strict=True) if c > 1]
+        last = [pid for pid, c in zip(pinned, counts, strict=True) if c <= 1]
+        sp = pipe.begin()
+        try:
+            if more:
+                pipe.fire_batch("release", lease.reader, np.asarray(more, dtype=np.int64))
+            if last:
+                pipe.fire_batch("release_last", lease.reader, np.asarray(last, dtype=np.int64))
+        except BaseException:
+            pipe.rollback(sp)
+            raise
+        pipe.commit()
+        lease.released = True
+        del self.leases[lease.lease_id]
+        reader = self.readers.by_rid.get(lease.reader)
+        if reader is not None:
+            reader.leases.discard(lease.lease_id)
+        for pid in reversed(pinned):
+            self.collector.collect(pid)
+        if reader is not None:
+            self.readers.retire_if_idle(reader)
+
+    def rows(self, leases: list[Lease], page_size: int) -> tuple[list[list[int]], list[list[int]], list[int]]:
+        """Block-table rows (GPU slots), generation rows and lengths of ``leases`` for a kernel lease."""
+        slots: list[list[int]] = []
+        gens: list[list[int]] = []
+        lens: list[int] = []
+        for lease in leases:
+            slots.append([self.pages.get(pid).gpu_slot for pid in lease.pinned])
+            tail = [lease.tail_generation] if lease.tail_generation is not None else []
+            gens.append(list(lease.generations) + tail)
+            lens.append(lease.tokens if lease.tail is not None else len(lease.pages) * page_size)
+        return slots, gens, lens

@@ -1,0 +1,164 @@
+"""Lookup: nominal hit, readiness, effective hit, and the answer (Miss / NeedsRecovery / Ready).
+
+::
+
+    lookup(tokens)
+      1. nominal    hash-chain walk + partial-page match                     index.py
+      2. readiness  the spec's ready[k] predicates on every page of the hit   (vector backend when
+                    the hit is long, closures when it is short)
+      3. effective  largest pos <= nominal with nothing needed unready       search.py
+      4. answer     Miss | NeedsRecovery(plan) | Ready(lease: acquire on every whole page, one batch)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .compiler import CompiledSpec
+from .config import RuntimeConfig
+from .errors import ConfigError
+from .index import NominalHit, PrefixIndex
+from .lease import PartialSnapshot
+from .leases import LeaseBook
+from .metrics import Metrics
+from .pages import PageDirectory
+from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, choose_path
+from .readers import ReaderTable
+from .seam import PolicySeam
+from .search import HitSearch
+from .state import StateStore
+from .tiers import Storage
+
+VECTOR_FROM = 24  # hits of at least this many pages are checked by the vector backend
+
+
+class Lookups:
+    """Answers lookups and probes; a Ready answer's lease comes from the lease book."""
+
+    def __init__(self, cspec: CompiledSpec, store: StateStore, index: PrefixIndex, pages: PageDirectory,
+                 readers: ReaderTable, leases: LeaseBook, storage: Storage, seam: PolicySeam, metrics: Metrics,
+                 config: RuntimeConfig) -> None:
+        self.cspec, self.store, self.index, self.pages, self.readers = cspec, store, index, pages, readers
+        self.leases, self.storage, self.seam, self.metrics, self.config = leases, storage, seam, metrics, config
+        lk = cspec.lookup
+        for obj in lk.objects:
+            if not lk.ready_local[obj]:
+                raise ConfigError(f"lookup ready[{obj}] must read only the page's own state (x[p])")
+        self.objects = lk.objects
+        self.search = HitSearch(lk, cspec.spec.lookup, cspec.constants, config.page_size)
+        self.C = config.page_size
+        self._names: dict[str, Any] = dict(cspec.constants)
+
+    # -- readiness --------------------------------------------------------------------------------
+    def masks(self, pids: Sequence[int], vector: bool = True) -> list[int]:
+        """Readiness bits of each page (bit k: ``ready[objects[k]]`` holds)."""
+        lk = self.cspec.lookup
+        if vector and len(pids) >= VECTOR_FROM:
+            names = dict(self._names, p=np.asarray(pids, dtype=np.int64))
+            bits = np.zeros(len(pids), dtype=np.int64)
+            for k, obj in enumerate(self.objects):
+                ok = np.broadcast_to(np.asarray(lk.vready[obj](names, self.store.varrays), dtype=bool), bits.shape)
+                bits |= ok.astype(np.int64) << k
+            return bits.tolist()  # type: ignore[no-any-return]
+        names, arrays = self._names, self.store.arrays
+        ready = [lk.ready[obj] for obj in self.objects]
+        out = []
+        for pid in pids:
+            names["p"] = pid
+            m = 0
+            for k, fn in enumerate(ready):
+                if fn(names, arrays):
+                    m |= 1 << k
+            out.append(m)
+        return out
+
+    # -- answers ----------------------------------------------------------------------------------
+    def probe(self, tokens: Sequence[int], limit: int | None) -> Probe:
+        """Nominal and effective hit and what blocks the nominal one; changes nothing."""
+        hit = self.index.nominal(tokens, limit)
+        masks = self.masks(hit.pages)
+        eff = self.search.effective(masks, hit.tokens)
+        blocking = (frozenset(self.objects[k] for k, _ in self.search.blocking(masks, hit.tokens))
+                    if eff < hit.tokens else frozenset())
+        return Probe(hit.tokens, eff, blocking)
+
+    def oracle(self, tokens: Sequence[int], limit: int | None = None) -> tuple[int, int]:
+        """``(nominal, effective)`` by brute force: closures on every page, every position tried."""
+        hit = self.index.nominal(tokens, limit)
+        return hit.tokens, self.search.brute(self.masks(hit.pages, vector=False), hit.tokens)
+
+    def lookup(self, tokens: Sequence[int], limit: int | None, owner: str | None) -> LookupResult:
+        """Miss, NeedsRecovery(plan) or Ready(lease) for the longest cached prefix of ``tokens``."""
+        hit = self.index.nominal(tokens, limit)
+        masks = self.masks(hit.pages)
+        nominal = hit.tokens
+        eff = self.search.effective(masks, nominal)
+        blocking = ({self.objects[k] for k, _ in self.search.blocking(masks, nominal)} if eff < nominal else set())
+        self.metrics.lookup(len(tokens), nominal, eff, blocking)
+        self.seam.tick()
+        records = self.pages.records
+        self.seam.accessed([records[pid] for pid in hit.pages])
+        if nominal == 0:
+            self.metrics.misses += 1
+            return Miss()
+        if eff < nominal:
+            plan = self.plan(hit, masks, eff, nominal)
+            gain = nominal - eff
+            if plan.pages_to_prefetch or plan.pages_to_compress or plan.recompute_tokens < gain:
+                self.metrics.needs_recovery += 1
+                for a in plan.assignments:
+                    self.metrics.planned_by_path[a.path] += 1
+                return NeedsRecovery(plan)
+        if eff == 0:
+            self.metrics.misses += 1
+            return Miss(nominal, 0)
+        reader = self.readers.named(owner) if owner is not None else self.readers.anonymous()
+        try:
+            lease = self._lease(reader, hit, eff)
+        except BaseException:
+            self.readers.retire_if_idle(reader)
+            raise
+        self.metrics.ready += 1
+        return Ready(lease, nominal)
+
+    def _lease(self, reader: Any, hit: NominalHit, pos: int) -> Any:
+        nfull = pos // self.C
+        full = tuple(hit.pages[:nfull])
+        partial = None
+        if pos % self.C:
+            src = hit.pages[nfull]
+            rec = self.pages.get(src)
+            n = pos % self.C
+            partial = PartialSnapshot(nfull, src, tuple(rec.tokens[:n]), self.storage.data.read_prefix(rec.gpu_slot, n))
+        return self.leases.acquire(reader, full, pos, partial)
+
+    def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int) -> RecoveryPlan:
+        """A recovery plan to ``target``: one path per needed, unready (page, object)."""
+        pages = hit.pages
+        lk = self.cspec.lookup
+        names, arrays = dict(self._names), self.store.arrays
+        assignments: list[Assignment] = []
+        in_place = 0
+        missing: Counter[str] = Counter()
+        for k, obj in enumerate(self.objects):
+            for p in self.search.needed_pages(k, len(pages), target):
+                pid = pages[p]
+                if (masks[p] >> k) & 1:
+                    in_place += 1
+                    continue
+                names["p"] = pid
+                path = choose_path(obj, pid, p, lk.recovery[obj], names, arrays)
+                missing[obj] += 1
+                assignments.append(Assignment(pid, p, obj, path))
+        assignments.sort(key=lambda a: (a.block, a.obj))
+        recompute = {a.block for a in assignments if a.path == "recompute"}
+        rtokens = sum(min((p + 1) * self.C, target) - p * self.C for p in recompute)
+        prefetch = {a.page for a in assignments if a.path == "prefetch"}
+        compress = {a.page for a in assignments if a.path == "compress"}
+        page_bytes = self.config.page_bytes or self.storage.data.page_bytes
+        return RecoveryPlan(hit.tokens, eff, target, pages, tuple(assignments), in_place, rtokens,
+                            len(prefetch) * page_bytes, len(prefetch), len(compress), dict(missing))

@@ -1,0 +1,156 @@
+"""The morphology of sealed pages, the reuse pool and the sliding window: proposals the spec decides.
+
+::
+
+    sealed page   begin_compress -> (data plane compresses) -> finish_compress -> build_index
+                  -> admit (a full pool evicts the policy's victim first, in one transaction)
+                  [-> release_tail]
+    window        slide, oldest block first, while the spec lets the window go
+
+Explicit calls (``compress``, ``recompress`` ...) raise the spec's refusal; proposals made on the
+runtime's own initiative (``maintain``, ``admit``, ``auto_slide``) are dropped when refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .binding import COMPRESSED, POOL, WINDOW
+from .collect import Collector
+from .config import RuntimeConfig
+from .errors import GuardRefused
+from .pages import PageDirectory
+from .pipeline import Pipeline
+from .readers import ReaderRecord
+from .seam import PolicySeam
+from .tiers import Storage
+
+
+class Morphology:
+    """Compression, indexing, admission and window slides."""
+
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, storage: Storage, seam: PolicySeam,
+                 collector: Collector, config: RuntimeConfig) -> None:
+        self.pipe, self.pages, self.storage, self.seam, self.collector = pipe, pages, storage, seam, collector
+        self.config = config
+        self.store = pipe.store
+        codes = pipe.cspec.codes
+        self._none = codes[COMPRESSED]["none"]
+        self._live = codes[WINDOW]["live"]
+        self._pooled = codes[POOL]["pooled"]
+        self.pooled: dict[int, None] = {}  # pages in the reuse pool, in admission order
+        pipe.watch(POOL, self._pool_changed)
+
+    def _pool_changed(self, index: Any) -> None:
+        pids: list[int] = index.tolist() if hasattr(index, "tolist") else [index]
+        for pid in pids:
+            pooled = self.store.page(POOL, pid) == self._pooled
+            if pooled != (pid in self.pooled):
+                if pooled:
+                    self.pooled[pid] = None
+                else:
+                    self.pooled.pop(pid, None)
+                rec = self.pages.find(pid)
+                if rec is not None:
+                    rec.meta.pooled = pooled
+                    self.seam.updated(rec)
+
+    # -- explicit calls ---------------------------------------------------------------------------
+    def compress(self, pid: int) -> None:
+        """Build the compressed entry and indexer keys of a sealed page (all three events or none)."""
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        sp = pipe.begin()
+        try:
+            if self.store.page(COMPRESSED, pid) == self._none:
+                pipe.fire("begin_compress", None, pid)
+            pipe.fire("finish_compress", None, pid)
+            pipe.fire("build_index", None, pid)
+        except BaseException:
+            pipe.rollback(sp)
+            raise
+        pipe.commit()
+        self.storage.data.compress(rec.gpu_slot)
+
+    def recompress(self, pid: int) -> None:
+        """Rebuild a page's compressed entry from its raw tail (its indexer keys go stale)."""
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        sp = pipe.begin()
+        try:
+            pipe.fire("recompress", None, pid)
+            pipe.fire("finish_compress", None, pid)
+        except BaseException:
+            pipe.rollback(sp)
+            raise
+        pipe.commit()
+        self.storage.data.compress(rec.gpu_slot)
+
+    # -- proposals --------------------------------------------------------------------------------
+    def maintain(self, pid: int) -> None:
+        """Propose compression, indexing, admission (and tail release) for a sealed page."""
+        pipe = self.pipe
+        rec = self.pages.get(pid)
+        if pipe.allowed("begin_compress", None, pid):
+            pipe.fire("begin_compress", None, pid)
+            self.storage.data.compress(rec.gpu_slot)
+        if pipe.allowed("finish_compress", None, pid):
+            pipe.fire("finish_compress", None, pid)
+        if pipe.allowed("build_index", None, pid) and self._stale_index(pid):
+            pipe.fire("build_index", None, pid)
+        if self.config.auto_admit and self.store.page(POOL, pid) != self._pooled:
+            self.admit(pid)
+        if self.config.release_tails and pipe.allowed("release_tail", None, pid):
+            pipe.fire("release_tail", None, pid)
+
+    def _stale_index(self, pid: int) -> bool:
+        store = self.store
+        return store.page("indexer", pid) != self.pipe.cspec.codes["indexer"]["built"] or \
+            store.page("igen", pid) != store.page("cgen", pid)
+
+    def admit(self, pid: int) -> bool:
+        """Propose the page for the reuse pool; when the pool is full, evict the policy's victim and
+        admit in one transaction (the victim stays if admission is still refused).  True if admitted."""
+        pipe = self.pipe
+        if pipe.allowed("admit", None, pid):
+            pipe.fire("admit", None, pid)
+            return True
+        if len(self.pooled) < self.config.capacity or pid in self.pooled:
+            return False
+        victim = self.seam.choose("pool", ("evict",), {pid})
+        if victim is None:
+            return False
+        sp = pipe.begin()
+        try:
+            pipe.fire("evict", None, victim)
+            pipe.fire("admit", None, pid)
+        except GuardRefused:
+            pipe.rollback(sp)
+            return False
+        pipe.commit()
+        self.collector.collect(victim, keep=frozenset({pid}))
+        return True
+
+    def auto_slide(self, reader: ReaderRecord) -> int:
+        """Propose ``slide`` for the reader's oldest live windows until the spec refuses one."""
+        block = reader.block
+        slid = 0
+        store, pipe = self.store, self.pipe
+        while reader.slide_next < len(block) - 1:
+            pid = block[reader.slide_next]
+            if store.page(WINDOW, pid) == self._live:
+                if not pipe.allowed("slide", None, pid):
+                    break
+                pipe.fire("slide", None, pid)
+                slid += 1
+            reader.slide_next += 1
+        return slid
+
+    def slide(self, reader: ReaderRecord) -> int:
+        """Propose ``slide`` for every live window of the reader but its last page; how many slid."""
+        slid = 0
+        for pid in reader.block[:-1]:
+            if self.store.page(WINDOW, pid) == self._live and self.pipe.allowed("slide", None, pid):
+                self.pipe.fire("slide", None, pid)
+                slid += 1
+        return slid

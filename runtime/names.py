@@ -1,0 +1,164 @@
+"""The names a compiled expression sees in the runtime: constants, the event's reader and page, its
+params and observations, every runtime domain (a callable) and the page aggregates (maintained).
+
+::
+
+    C, W, CAPACITY, ...   the runtime's constants            pages     the longest block table (ids)
+    r, p                  the acting reader and page          readers   the reader-id capacity
+    @dom3                 callable: the readers with a block[s, p] entry at n["p"]    (domains.py)
+    @agg0                 sum(1 if pool[q] == 'pooled' else 0 for q in pages), kept up to date from
+                          the pages whose pool changed since it was last read
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from morphcache.spec.interp import compile_expr
+
+from .compiler import OBS, CompiledEvent, CompiledSpec
+from .domains import LIVE_PAGES, LIVE_READERS, PAGE_READERS, READER_PAGES, Domain
+from .errors import DomainError
+from .irtools import encode_states
+from .state import EMPTY, StateStore
+
+
+class RuntimeNames:
+    """One shared names mapping, re-bound for each firing (firings never nest)."""
+
+    def __init__(self, cspec: CompiledSpec, store: StateStore, page_bound: int = 1 << 20) -> None:
+        self.cspec = cspec
+        self.store = store
+        self.n: dict[str, Any] = dict(cspec.constants)
+        self.n["pages"] = page_bound
+        self.n["readers"] = 1 << 30
+        for dom in cspec.domains.values():
+            self.n[dom.name] = self._callable(dom)
+        self.agg_body = {name: compile_expr(self._encode(agg.body)) for name, agg in cspec.aggregates.items()}
+        self.agg_contrib: dict[str, dict[int, int]] = {name: {} for name in cspec.aggregates}
+        self.agg_dirty: set[int] = set()
+        for name in cspec.aggregates:
+            self.n[name] = 0
+
+    def _encode(self, body: Any) -> Any:
+        return encode_states(body, self.cspec.codes)
+
+    # -- domains ----------------------------------------------------------------------------------
+    def _callable(self, dom: Domain) -> Callable[[Mapping[str, Any]], Iterable[int]]:
+        store, key = self.store, dom.key
+        if dom.kind == LIVE_PAGES:
+            return lambda n: store.live_pages
+        if dom.kind == LIVE_READERS:
+            return lambda n: store.live_readers
+        names = dom.vars
+        if dom.kind == READER_PAGES:
+            if len(names) == 1:
+                table = store.rp[names[0]]
+
+                def reader_pages(n: Mapping[str, Any]) -> Iterable[int]:
+                    k = n[key]  # type: ignore[index]
+                    if isinstance(k, np.ndarray):
+                        return _union(table.get(int(x)) or EMPTY for x in np.unique(k).tolist())
+                    return table.get(k) or EMPTY
+
+                return reader_pages
+
+            def reader_pages_any(n: Mapping[str, Any]) -> Iterable[int]:
+                k = n[key]  # type: ignore[index]
+                ks = np.unique(k).tolist() if isinstance(k, np.ndarray) else [k]
+                return _union(store.pages_of(names, x) for x in ks)
+
+            return reader_pages_any
+        assert dom.kind == PAGE_READERS
+
+        def page_readers(n: Mapping[str, Any]) -> Iterable[int]:
+            k = n[key]  # type: ignore[index]
+            if isinstance(k, np.ndarray):
+                return _union(store.readers_at(names, x) for x in np.unique(k).tolist())
+            return store.readers_at(names, k)
+
+        if len(names) == 1 and names[0] in store.rev:
+            rev = store.rev[names[0]]
+
+            def page_readers_indexed(n: Mapping[str, Any]) -> Iterable[int]:
+                k = n[key]  # type: ignore[index]
+                if isinstance(k, np.ndarray):
+                    return _union(rev.get(x) or () for x in np.unique(k).tolist())
+                return rev.get(k) or ()
+
+            return page_readers_indexed
+        return page_readers
+
+    def domain(self, dom: Domain, n: Mapping[str, Any]) -> Iterable[int]:
+        """The ids ``dom`` ranges over under names ``n``."""
+        return self.n[dom.name](n)  # type: ignore[no-any-return]
+
+    # -- binding ----------------------------------------------------------------------------------
+    def bind(self, ev: CompiledEvent, r: Any, p: Any, params: Mapping[str, int] | None,
+             observed: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The names for firing ``ev`` for reader ``r`` on page ``p`` (aggregates brought up to date)."""
+        n = self.n
+        n["r"] = r
+        n["p"] = p
+        if self.agg_dirty and ev.reads & self.agg_contrib.keys():
+            self.refresh()
+        if ev.params:
+            for prm in ev.params:
+                value = (params or {}).get(prm.name)
+                if isinstance(value, bool) or not isinstance(value, int) or not prm.min <= value <= prm.max:
+                    raise DomainError(ev.name, None, None, "arguments", ev.guard_text,
+                                      f"{prm.min} <= {prm.name} <= {prm.max}", f"{prm.name}={value!r}")
+                n[prm.name] = value
+        for ghost in ev.observes:
+            if observed is None or ghost not in observed:
+                raise DomainError(ev.name, p, None, "observations", ev.guard_text,
+                                  f"the event measures '{ghost}'", f"no measurement of '{ghost}' was given")
+            n[OBS + ghost] = observed[ghost]
+        return n
+
+    # -- aggregates -------------------------------------------------------------------------------
+    def dirty(self, index: Any) -> None:
+        """A value an aggregate reads changed at page ``index`` (an id or an array of ids)."""
+        if isinstance(index, np.ndarray):
+            self.agg_dirty.update(index.tolist())
+        else:
+            self.agg_dirty.add(index)
+
+    def refresh(self) -> None:
+        """Bring every aggregate up to date with the pages changed since the last refresh."""
+        arrays = self.store.arrays
+        live = self.store.live_pages
+        for name, agg in self.cspec.aggregates.items():
+            body, contrib = self.agg_body[name], self.agg_contrib[name]
+            total = self.n[name] if agg.kind == "sum" else sum(contrib.values())
+            names: dict[str, Any] = {}
+            for pid in self.agg_dirty:
+                names[agg.var] = pid
+                v = body(names, arrays) if pid in live else (0 if agg.kind == "sum" else agg.kind == "all")
+                c = int(v) if agg.kind == "sum" else int(not v) if agg.kind == "all" else int(bool(v))
+                old = contrib.pop(pid, 0)
+                if c:
+                    contrib[pid] = c
+                total += c - old if agg.kind == "sum" else 0
+            if agg.kind == "sum":
+                self.n[name] = total
+            else:
+                count = len(contrib)
+                self.n[name] = count == 0 if agg.kind == "all" else count > 0
+        self.agg_dirty.clear()
+
+    def aggregate_witnesses(self, name: str) -> list[int]:
+        """Pages whose contribution to aggregate ``name`` is not neutral."""
+        if self.agg_dirty:
+            self.refresh()
+        return sorted(self.agg_contrib[name])
+
+
+def _union(parts: Iterable[Iterable[int]]) -> list[int]:
+    out: dict[int, None] = {}
+    for part in parts:
+        out.update(dict.fromkeys(part))
+    return list(out)

@@ -1,0 +1,156 @@
+"""The runtime's parts, built and wired once per CacheManager.
+
+::
+
+                              CacheManager (facade, lock)
+          ┌──────────────┬──────────┴───────┬──────────────┬──────────────┐
+      Sequences       Lookups          LeaseBook       Recovery       Morphology
+          │              │                 │               │              │
+          └──────┬───────┴───────┬─────────┴───────┬───────┴──────┬───────┘
+             TierMover       Collector        PolicySeam      PrefixIndex
+                 │               │                 │
+                 └───────────────┴──── Pipeline ───┘    (source, guard, effects, bounds, apply, record)
+                                           │
+                               StateStore  +  CompiledSpec  (columns; closures and numpy forms)
+
+Each part holds the parts below it that it uses; none calls another's private names.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from morphcache.spec.loader import load_spec
+from morphcache.spec.model import Spec
+
+from .binding import GEN, SHIPPED_SPEC, check_binding
+from .collect import Busy, Collector
+from .compiler import CompiledSpec
+from .config import RuntimeConfig
+from .index import PrefixIndex
+from .leases import LeaseBook
+from .lookup import Lookups
+from .metrics import Metrics, MetricsSnapshot
+from .morphology import Morphology
+from .pages import PageDirectory
+from .pipeline import Pipeline
+from .policy import make_policy
+from .readers import ReaderTable
+from .recovery import Recovery
+from .seam import PolicySeam
+from .sequences import Sequences
+from .state import StateStore
+from .store import MemoryPageStore, PageStore
+from .tiering import TierMover
+from .tiers import DiskTier, HostTier, SlotPool, Storage
+
+
+def load(spec: Spec | str | Path | None) -> Spec:
+    """The spec to run: ``SHIPPED_SPEC`` by default, a Spec, or a spec file."""
+    if spec is None:
+        return load_spec(SHIPPED_SPEC)
+    if isinstance(spec, Spec):
+        return spec
+    return load_spec(spec)
+
+
+@dataclass
+class Parts:
+    """Every part of one manager."""
+
+    config: RuntimeConfig
+    cspec: CompiledSpec
+    lock: threading.RLock
+    pipe: Pipeline
+    pages: PageDirectory
+    readers: ReaderTable
+    index: PrefixIndex
+    storage: Storage
+    busy: Busy
+    seam: PolicySeam
+    collector: Collector
+    tiers: TierMover
+    morph: Morphology
+    leases: LeaseBook
+    lookups: Lookups
+    sequences: Sequences
+    recovery: Recovery
+    metrics: Metrics
+    page_bytes: int
+    ident: int
+
+    @classmethod
+    def build(cls, spec: Spec | str | Path | None, config: RuntimeConfig, data: PageStore | None) -> Parts:
+        """Compile the spec with the configuration's constants and wire the parts."""
+        spec_ = load(spec)
+        check_binding(spec_)
+        cspec = CompiledSpec(spec_, config.spec_constants(spec_.constants))
+        store = StateStore(cspec)
+        readers = ReaderTable(store)
+        page_bound = -(-config.max_sequence_tokens // config.page_size) + 1
+        pipe = Pipeline(cspec, store, backend=config.backend, record=config.record, strict=config.strict,
+                        fast=config.fast, describe=readers.describe, page_bound=page_bound)
+        lock = threading.RLock()
+        pages = PageDirectory()
+        index = PrefixIndex(config.page_size)
+        data = data if data is not None else MemoryPageStore(config.gpu_pages, config.page_size)
+        disk = DiskTier(config.disk_dir, config.disk_pages) if config.disk_dir is not None else None
+        storage = Storage(SlotPool(config.gpu_pages), data, HostTier(config.host_pages), disk)
+        busy = Busy()
+        seam = PolicySeam(make_policy(config.policy), pipe, pages, busy)
+        collector = Collector(pipe, pages, index, busy, storage, seam)
+        metrics = Metrics()
+        tiers = TierMover(pipe, pages, storage, seam, busy, collector, metrics, config, lock)
+        morph = Morphology(pipe, pages, storage, seam, collector, config)
+        ident = id(pipe)
+        leases = LeaseBook(pipe, pages, readers, storage, collector, seam, ident)
+        lookups = Lookups(cspec, store, index, pages, readers, leases, storage, seam, metrics, config)
+        sequences = Sequences(pipe, pages, readers, index, storage, tiers, morph, collector, seam, config)
+        recovery = Recovery(pipe, pages, tiers, morph, busy, collector, metrics, lock)
+        parts = cls(config, cspec, lock, pipe, pages, readers, index, storage, busy, seam, collector, tiers, morph,
+                    leases, lookups, sequences, recovery, metrics, config.page_bytes or data.page_bytes, ident)
+        pipe.watch(GEN, parts._publish_generation)
+        for agg in cspec.aggregates.values():
+            for var in agg.reads:
+                pipe.watch(var, pipe.names.dirty)
+        return parts
+
+    def _publish_generation(self, index: Any) -> None:
+        """Tell the data plane the generation of pages on the GPU whose ``gen`` changed."""
+        pids = index.tolist() if isinstance(index, np.ndarray) else [index]
+        store, records, data = self.pipe.store, self.pages.records, self.storage.data
+        for pid in pids:
+            rec = records.get(pid)
+            if rec is not None and rec.gpu_slot >= 0:
+                data.set_generation(rec.gpu_slot, store.page(GEN, pid))
+
+    def snapshot(self) -> MetricsSnapshot:
+        """The metrics with the occupancy of every tier."""
+        extra = self.metrics.extra
+        extra["gpu_pages_used"] = self.storage.slots.used
+        extra["host_pages_used"] = len(self.storage.host)
+        extra["disk_pages_used"] = len(self.storage.disk) if self.storage.disk is not None else 0
+        extra["pooled_pages"] = len(self.morph.pooled)
+        extra["live_pages"] = len(self.pages)
+        extra["live_sequences"] = len(self.readers.sequences())
+        extra["live_readers"] = len(self.readers.by_rid)
+        extra["live_leases"] = len(self.leases)
+        if self.storage.disk is not None:
+            extra["disk_leftover_files"] = len(self.storage.disk.leftovers)
+        return self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals)
+
+    def page_state(self, pid: int) -> dict[str, Any]:
+        """Every spec value of a live page (decoded), plus its chain facts."""
+        rec = self.pages.get(pid)
+        store, dec = self.pipe.store, self.cspec.decode
+        out: dict[str, Any] = {name: dec(name, store.page(name, pid)) for name in store.page_names}
+        holders = store.readers_at(("block",), pid)
+        names = tuple(sorted(self.readers.by_rid[r].name or f"#{r}" for r in holders if r in self.readers.by_rid))
+        out.update(tokens=tuple(rec.tokens), gpu_slot=rec.gpu_slot, sequences=names, children=rec.children,
+                   meta=rec.meta)
+        return out

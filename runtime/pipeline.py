@@ -1,0 +1,329 @@
+"""The firing pipeline: every state change of the runtime goes through ``Pipeline.fire`` or
+``Pipeline.fire_batch``, and both run the same stages::
+
+    1. source   the owner object's state has a transition for the event (table, or the
+                ``transitions`` machine with backend="machine")
+    2. guard    the compiled guard on the pre-state; the first false conjunct names the refusal
+    3. effects  every value computed on the pre-state ('*' effects over their runtime domain)
+    4. bounds   every value inside its variable's declared min/max
+    5. apply    owner := target, then every effect at once; watchers told what changed
+    6. record   (record=True) the step's projection before and after, for the conformance checker
+
+A refusal in 1-4 raises a GuardRefused subclass and changes nothing.  A batch (one event on many
+pages, or for many readers) is evaluated by the vector backend when ``batch.BatchPlanner`` proves
+its firings may be decided together (see batch.py), else one by one inside a transaction; either
+way it fires all or nothing (or, with ``atomic=False``, each firing on its own).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .batch import BatchPlanner, VectorFiring
+from .compiler import OBS, CompiledEvent, CompiledSpec
+from .domains import LIVE_PAGES, READER_PAGES
+from .errors import ConfigError, DomainError, GuardRefused, IntegrityError, PinnedPageError, TopologyError
+from .machines import MachineBackend, TableBackend
+from .names import RuntimeNames
+from .recorder import Recorder
+from .state import StateStore
+
+Write = tuple[str, str, Any, Any]  # (target, scope, index, value): index pid, rid or (rid, pid)
+Watcher = Callable[[Any], None]
+
+
+class Pipeline:
+    """Source, guard, effects, bounds, apply, record: written once, for single and batched firings."""
+
+    def __init__(self, cspec: CompiledSpec, store: StateStore, *, backend: str = "table", record: bool = False,
+                 strict: bool = False, fast: bool = True, describe: Callable[[int | None], str] | None = None,
+                 page_bound: int = 1 << 20) -> None:
+        self.cspec = cspec
+        self.store = store
+        self.names = RuntimeNames(cspec, store, page_bound)
+        self.machine = MachineBackend(cspec) if backend == "machine" else None
+        table = TableBackend(cspec).table  # (owner, event, source) -> target, read off the machines
+        self.sources: dict[str, frozenset[int]] = {
+            name: frozenset(cspec.codes[ev.owner][src] for (o, e, src) in table if e == name and o == ev.owner)
+            for name, ev in cspec.events.items()}
+        self.recorder = Recorder(cspec, store, self.names, enabled=record)
+        self.strict = strict
+        self.fast = fast and backend == "table"
+        self.describe = describe or (lambda rid: "no reader" if rid is None else f"reader #{rid}")
+        self.fired: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
+        self.watchers: dict[str, list[Watcher]] = {}
+        self.planner = BatchPlanner(cspec)
+        self._graph_idle = cspec.codes["graph"]["idle"] if "graph" in cspec.codes else None
+
+    # -- watchers ---------------------------------------------------------------------------------
+    def watch(self, name: str, fn: Watcher) -> None:
+        """Call ``fn(index)`` after every write of ``name`` (index: a page id, a reader id, ``(rid, pid)``,
+        or an array of page ids for a batch)."""
+        self.watchers.setdefault(name, []).append(fn)
+
+    def notify(self, name: str, index: Any) -> None:
+        """Tell the watchers of ``name`` that it changed at ``index``."""
+        for fn in self.watchers.get(name, ()):
+            fn(index)
+
+    # -- transactions -----------------------------------------------------------------------------
+    def begin(self) -> int:
+        """Start a transaction (nestable); returns its savepoint."""
+        self.recorder.mark()
+        return self.store.begin()
+
+    def commit(self) -> None:
+        """Keep what the innermost transaction wrote."""
+        self.store.commit()
+        self.recorder.unmark(keep=True)
+
+    def rollback(self, savepoint: int) -> None:
+        """Undo what the innermost transaction wrote (its recorded steps are dropped too)."""
+        for _kind, name, index in self.store.rollback(savepoint):
+            self.notify(name, index)
+        self.recorder.unmark(keep=False)
+
+    # -- single firings ---------------------------------------------------------------------------
+    def fire(self, name: str, r: int | None = None, p: int | None = None, *, params: Mapping[str, int] | None = None,
+             observed: Mapping[str, Any] | None = None) -> None:
+        """Fire spec event ``name`` for reader ``r`` on page ``p`` (as the event takes them); raises a
+        GuardRefused subclass and changes nothing when the spec refuses."""
+        ev = self.cspec.events.get(name)
+        if ev is None:
+            raise ConfigError(f"the spec has no event '{name}'")
+        n = self.names.bind(ev, r, p, params, observed)
+        target = self._source(ev, r, p, n)
+        writes = self._evaluate(ev, r, p, n)
+        rec = self.recorder.enabled
+        if rec:
+            before = self.recorder.before(ev, r, p, n)
+        self._apply(ev, r, p, target, writes)
+        self.fired[name] += 1
+        if rec:
+            self.recorder.after(ev, r, p, params, before)
+
+    def allowed(self, name: str, r: int | None = None, p: int | None = None) -> bool:
+        """Whether ``fire(name, r, p)`` would pass its source state and guard (bounds aside); changes
+        nothing.  Policies ask this before proposing a step."""
+        ev = self.cspec.events[name]
+        if self._owner_state(ev, r, p) not in self.sources[name]:
+            return False
+        return bool(ev.guard(self.names.bind(ev, r, p, None, None), self.store.arrays))
+
+    def _owner_state(self, ev: CompiledEvent, r: int | None, p: int | None) -> int:
+        store = self.store
+        if ev.scope == "page":
+            return store.cols[ev.owner][p]  # type: ignore[no-any-return]
+        if ev.scope == "reader":
+            return store.rcols[ev.owner][r]  # type: ignore[no-any-return]
+        return store.rp_value(ev.owner, r, p)  # type: ignore[arg-type]
+
+    def _source(self, ev: CompiledEvent, r: int | None, p: int | None, n: Mapping[str, Any]) -> int:
+        state = self._owner_state(ev, r, p)
+        if self.machine is None:
+            if state not in self.sources[ev.name]:
+                raise self._source_refusal(ev, r, p, state)
+            return ev.target
+        arrays = self.store.arrays
+        names = self.cspec.state_names[ev.owner]
+        got = self.machine.decide(ev.owner, ev.name, names[state], lambda: bool(ev.guard(n, arrays)))
+        if got is None:
+            if state not in ev.sources:
+                raise self._source_refusal(ev, r, p, state)
+            raise self._refusal(ev, r, p, n)
+        return self.cspec.codes[ev.owner][got]
+
+    def _evaluate(self, ev: CompiledEvent, r: int | None, p: int | None, n: dict[str, Any]) -> list[Write]:
+        a = self.store.arrays
+        if not ev.guard(n, a):
+            raise self._refusal(ev, r, p, n)
+        if self.strict:
+            for prop in ev.steps:
+                if not prop.fn(n, a):
+                    raise IntegrityError([f"step property '{prop.prop.name}' fails before {ev.name} "
+                                          f"(r={r}, p={p}): {prop.text}"])
+        writes: list[Write] = []
+        for eff in ev.effects:
+            if eff.star is not None:
+                var = "q" if eff.star.kind in (READER_PAGES, LIVE_PAGES) else "s"
+                for i in list(self.names.domain(eff.star, n)):
+                    n[var] = i
+                    value = eff.fn(n, a)
+                    self._bounds(ev, eff, value, r, p, n)
+                    writes.append((eff.target, eff.scope, _index(eff.index, r, p, i), value))
+                continue
+            value = eff.fn(n, a)
+            if eff.lo is not None or eff.hi is not None:
+                self._bounds(ev, eff, value, r, p, n)
+            writes.append((eff.target, eff.scope, _index(eff.index, r, p, None), value))
+        return writes
+
+    def _bounds(self, ev: CompiledEvent, eff: Any, value: Any, r: int | None, p: int | None,
+                n: Mapping[str, Any]) -> None:
+        lo = eff.lo if eff.lo is None or isinstance(eff.lo, int) else eff.lo(n, self.store.arrays)
+        hi = eff.hi if eff.hi is None or isinstance(eff.hi, int) else eff.hi(n, self.store.arrays)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            self.refused[ev.name] += 1
+            raise DomainError(ev.name, p, self._block(p), self.describe(r), ev.guard_text,
+                              f"{lo} <= {eff.target} <= {hi}", f"the effect gives {eff.target} = {value}")
+
+    def _apply(self, ev: CompiledEvent, r: int | None, p: int | None, target: int, writes: list[Write]) -> None:
+        self._write(ev.owner, ev.scope, _index({"page": "p", "reader": "r"}.get(ev.scope, "r,p"), r, p, None), target)
+        for name, scope, index, value in writes:
+            self._write(name, scope, index, value)
+
+    def write_many(self, name: str, scope: str, rids: Any, pids: np.ndarray | None, values: np.ndarray) -> None:
+        """Apply one name's values of a batch: at ``pids`` (distinct), for reader ``rids`` (one id or one
+        per page)."""
+        store = self.store
+        if scope == "page":
+            assert pids is not None
+            store.set_pages(name, pids, values)
+            index: Any = pids
+        elif scope == "reader":
+            if isinstance(rids, np.ndarray):
+                store.set_readers(name, rids, values)
+            else:
+                store.set_reader(name, int(rids), int(values[-1]))
+            index = rids
+        else:
+            assert pids is not None
+            if isinstance(rids, np.ndarray):
+                for rid, pid, value in zip(rids.tolist(), pids.tolist(), values.tolist(), strict=True):
+                    store.set_rp(name, rid, pid, value)
+            else:
+                store.set_rp_row(name, int(rids), pids.tolist(), values.tolist())
+            index = (rids, pids)
+        watchers = self.watchers.get(name)
+        if watchers:
+            for fn in watchers:
+                fn(index)
+
+    def _write(self, name: str, scope: str, index: Any, value: Any) -> None:
+        store = self.store
+        if scope == "page":
+            store.set_page(name, index, value)
+        elif scope == "reader":
+            store.set_reader(name, index, value)
+        else:
+            store.set_rp(name, index[0], index[1], value)
+        watchers = self.watchers.get(name)
+        if watchers:
+            for fn in watchers:
+                fn(index)
+
+    # -- batches ----------------------------------------------------------------------------------
+    def fire_batch(self, name: str, r: int | np.ndarray | None, p: np.ndarray | None, *,
+                   atomic: bool = True) -> np.ndarray:
+        """Fire ``name`` for every (reader, page) of the batch, in order: ``r`` one reader (int) or one
+        per firing, ``p`` one page per firing (distinct).  ``atomic``: all fire or none (the first
+        refusal is raised); else each firing is decided on its own and the mask of those that fired is
+        returned (the firings must then be independent: distinct readers and pages)."""
+        ev = self.cspec.events.get(name)
+        if ev is None:
+            raise ConfigError(f"the spec has no event '{name}'")
+        count = len(p) if p is not None else len(r)  # type: ignore[arg-type]
+        if count == 0:
+            return np.zeros(0, dtype=bool)
+        plan = self.planner.plan(ev, r, p) if self.fast and count > 1 and not self.strict else None
+        if plan is not None:
+            assert p is not None
+            return VectorFiring(self, ev, plan, r, p, count).run(atomic)
+        return self._fire_each(ev, r, p, count, atomic)
+
+    def _fire_each(self, ev: CompiledEvent, r: Any, p: Any, count: int, atomic: bool) -> np.ndarray:
+        rs: list[int | None]
+        if r is None:
+            rs = [None] * count
+        elif isinstance(r, (int, np.integer)):
+            rs = [int(r)] * count
+        else:
+            rs = [int(x) for x in r]
+        ps = [None] * count if p is None else [int(x) for x in p]
+        fired = np.zeros(count, dtype=bool)
+        if not atomic:
+            for i in range(count):
+                try:
+                    self.fire(ev.name, rs[i], ps[i])
+                    fired[i] = True
+                except GuardRefused:
+                    pass
+            return fired
+        sp = self.begin()
+        try:
+            for i in range(count):
+                self.fire(ev.name, rs[i], ps[i])
+        except BaseException:
+            self.rollback(sp)
+            raise
+        self.commit()
+        fired[:] = True
+        return fired
+
+    # -- refusals ---------------------------------------------------------------------------------
+    def _block(self, p: int | None) -> int | None:
+        return None if p is None or "depth" not in self.store.cols else self.store.page("depth", p)
+
+    def _source_refusal(self, ev: CompiledEvent, r: int | None, p: int | None, state: int) -> GuardRefused:
+        self.refused[ev.name] += 1
+        where = {"page": f"{ev.owner}[p]", "reader": f"{ev.owner}[r]"}.get(ev.scope, f"{ev.owner}[r, p]")
+        need = " or ".join(f"'{s}'" for s in sorted(self.cspec.state_names[ev.owner][c] for c in ev.sources))
+        shown = self.cspec.state_names[ev.owner][state]
+        return GuardRefused(ev.name, p, self._block(p), self.describe(r), f"{where} in {{{need}}}",
+                            f"{where} in {{{need}}}", f"{where} is '{shown}'")
+
+    def _refusal(self, ev: CompiledEvent, r: int | None, p: int | None, n: Mapping[str, Any]) -> GuardRefused:
+        self.refused[ev.name] += 1
+        a = self.store.arrays
+        failed = next((c for c in ev.conjuncts if not c.fn(n, a)), None)
+        text = failed.text if failed is not None else ev.guard_text
+        reads = failed.reads if failed is not None else frozenset()
+        detail = ", ".join(self.values(reads, r, p))
+        cls = self.refusal_class(reads, r, p)
+        return cls(ev.name, p, self._block(p), self.describe(r), ev.guard_text, text, detail)
+
+    def refusal_class(self, reads: frozenset[str], r: int | None, p: int | None) -> type[GuardRefused]:
+        """PinnedPageError when the refused conjunct reads a pin the page holds, TopologyError when it
+        reads a captured graph, GuardRefused otherwise."""
+        if p is not None and "pin" in reads and self.store.page("pin", p) > 0:
+            return PinnedPageError
+        if "graph" in reads and self._captured(r, p):
+            return TopologyError
+        return GuardRefused
+
+    def _captured(self, r: int | None, p: int | None) -> bool:
+        store, idle = self.store, self._graph_idle
+        readers = [r] if r is not None else []
+        if p is not None:
+            readers += list(store.readers_at(("block",), p)) if "block" in store.rp else []
+        return any(store.reader("graph", x) != idle for x in readers if x is not None)
+
+    def values(self, reads: frozenset[str], r: int | None, p: int | None, subscripts: bool = True) -> list[str]:
+        """``name[p]='value'`` (``name='value'`` without ``subscripts``) for the state an expression read
+        (decoded), for messages."""
+        out = []
+        scopes, dec = self.cspec.scopes, self.cspec.decode
+        for name in sorted(reads):
+            scope = scopes.get(name)
+            if scope == "page" and p is not None:
+                out.append(f"{name}{'[p]' if subscripts else ''}={dec(name, self.store.page(name, p))!r}")
+            elif scope == "reader" and r is not None:
+                out.append(f"{name}{'[r]' if subscripts else ''}={dec(name, self.store.reader(name, r))!r}")
+            elif scope == "reader_page" and r is not None and p is not None:
+                out.append(f"{name}{'[r, p]' if subscripts else ''}={dec(name, self.store.rp_value(name, r, p))!r}")
+        return out
+
+
+def _index(index: str, r: int | None, p: int | None, star: int | None) -> Any:
+    """The index an effect written ``x[index]`` assigns for reader ``r``, page ``p`` and '*' = ``star``."""
+    parts = index.split(",")
+    vals = [(r if part == "r" else p if part == "p" else star) for part in parts]
+    return vals[0] if len(vals) == 1 else (vals[0], vals[1])
+
+
+__all__ = ["OBS", "Pipeline"]

@@ -1,0 +1,106 @@
+"""Readers: the spec's ``r``.  A registered sequence is a reader named by its id; a lease owner is a
+reader too (``lookup(tokens, owner=seq_id)``); an ownerless lookup gets an anonymous reader that
+lives as long as its leases.
+
+::
+
+    reader   name   seq      graph     block (pages, block order)   leases
+    #0       "a"    active   idle      [7, 12, 31]                  {lease 4}
+    #1       None   idle     idle      []                           {lease 5}     (anonymous)
+    #2       "b"    idle     idle      []                           {lease 6}     (freed; its lease is held)
+
+A reader is retired once its sequence is idle, its graph idle, and it holds no page and no lease;
+its id may be reused.  Values it leaves behind (the generation a released lease recorded, the slots
+an old capture recorded) are read by no guard without a new lease or capture, and go with it.
+"""
+
+from __future__ import annotations
+
+from .binding import BLOCK, GRAPH, LPIN, SEQ
+from .errors import UnknownSequenceError
+from .state import StateStore
+
+
+class ReaderRecord:
+    """Runtime bookkeeping of one reader (its spec state lives in the state store)."""
+
+    __slots__ = ("rid", "name", "block", "leases", "slide_next", "session", "task")
+
+    def __init__(self, rid: int, name: str | None) -> None:
+        self.rid = rid
+        self.name = name
+        self.block: list[int] = []  # page ids of blocks 0..n-1 (block[r, p] == 'in', in depth order)
+        self.leases: set[int] = set()  # ids of the live leases this reader holds
+        self.slide_next = 0  # first block not yet proposed for ``slide``
+        self.session: str | None = None
+        self.task: str | None = None
+
+    def __repr__(self) -> str:
+        return f"reader '{self.name}'" if self.name is not None else f"anonymous reader #{self.rid}"
+
+
+class ReaderTable:
+    """Every live reader, by name and by id."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.by_name: dict[str, ReaderRecord] = {}
+        self.by_rid: dict[int, ReaderRecord] = {}
+        self._active = store.cspec.codes[SEQ]["active"]
+        self._idle_graph = store.cspec.codes[GRAPH]["idle"]
+
+    def named(self, name: str) -> ReaderRecord:
+        """The reader called ``name``, created (idle) if it does not exist."""
+        rec = self.by_name.get(name)
+        if rec is None:
+            rec = self._new(name)
+        return rec
+
+    def anonymous(self) -> ReaderRecord:
+        """A new reader with no name (an ownerless lookup's)."""
+        return self._new(None)
+
+    def _new(self, name: str | None) -> ReaderRecord:
+        rec = ReaderRecord(self.store.alloc_reader(), name)
+        self.by_rid[rec.rid] = rec
+        if name is not None:
+            self.by_name[name] = rec
+        return rec
+
+    def active(self, rec: ReaderRecord) -> bool:
+        """Whether the reader's sequence is registered (``seq[r] == 'active'``)."""
+        return self.store.reader(SEQ, rec.rid) == self._active
+
+    def sequence(self, name: object) -> ReaderRecord:
+        """The reader of the live sequence ``name``; UnknownSequenceError otherwise."""
+        rec = self.by_name.get(name) if isinstance(name, str) else None  # type: ignore[arg-type]
+        if rec is None or not self.active(rec):
+            raise UnknownSequenceError(f"no live sequence with id {name!r}")
+        return rec
+
+    def sequences(self) -> list[ReaderRecord]:
+        """Readers whose sequence is registered."""
+        return [rec for rec in self.by_name.values() if self.active(rec)]
+
+    def idle(self, rec: ReaderRecord) -> bool:
+        """Nothing keeps the reader: sequence and graph idle, no page held, no lease."""
+        store = self.store
+        return (not self.active(rec) and store.reader(GRAPH, rec.rid) == self._idle_graph and not rec.leases
+                and not rec.block and not store.rp_row(BLOCK, rec.rid) and not store.rp_row(LPIN, rec.rid))
+
+    def retire_if_idle(self, rec: ReaderRecord) -> bool:
+        """Retire the reader if nothing keeps it; True if it was retired."""
+        if self.by_rid.get(rec.rid) is not rec or not self.idle(rec):
+            return False
+        del self.by_rid[rec.rid]
+        if rec.name is not None and self.by_name.get(rec.name) is rec:
+            del self.by_name[rec.name]
+        self.store.free_reader(rec.rid)
+        return True
+
+    def describe(self, rid: int | None) -> str:
+        """How messages name a reader."""
+        if rid is None:
+            return "no reader"
+        rec = self.by_rid.get(rid)
+        return repr(rec) if rec is not None else f"reader #{rid}"

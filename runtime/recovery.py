@@ -1,0 +1,87 @@
+"""Carrying out a recovery plan: prefetch (asynchronous copies, waited for), recompute, compress.
+
+::
+
+    plan.pages_on("prefetch")   tiers.prefetch, all started, then waited for (block=True)
+    plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
+    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU
+
+The plan's pages are held (``Busy``) for the whole call, so nothing forgets them between the
+steps, even while the lock is released to wait for the copies.  Refusals are reported, not raised.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import Future, wait
+
+from .binding import TIER
+from .collect import Busy, Collector
+from .errors import MorphcacheError
+from .metrics import Metrics
+from .morphology import Morphology
+from .pages import PageDirectory
+from .pipeline import Pipeline
+from .plan import RecoveryPlan, RecoveryReport
+from .tiering import TierMover
+
+
+class Recovery:
+    """Executes recovery plans."""
+
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, tiers: TierMover, morph: Morphology, busy: Busy,
+                 collector: Collector, metrics: Metrics, lock: threading.RLock) -> None:
+        self.pipe, self.pages, self.tiers, self.morph = pipe, pages, tiers, morph
+        self.busy, self.collector, self.metrics, self.lock = busy, collector, metrics, lock
+        codes = pipe.cspec.codes[TIER]
+        self._gpu, self._dropped = codes["gpu"], codes["dropped"]
+
+    def recover(self, plan: RecoveryPlan, block: bool) -> RecoveryReport:
+        """Carry out ``plan`` (call without holding the lock: it waits for copies)."""
+        protect = frozenset(plan.pages)
+        with self.lock:
+            self.busy.hold(protect)
+        try:
+            return self._recover(plan, block, protect)
+        finally:
+            with self.lock:
+                self.busy.unhold(protect)
+                for pid in plan.pages:
+                    self.collector.collect(pid)
+
+    def _recover(self, plan: RecoveryPlan, block: bool, protect: frozenset[int]) -> RecoveryReport:
+        done: Counter[str] = Counter()
+        failed: list[tuple[int, str]] = []
+        futures: list[Future[None]] = []
+        with self.lock:
+            for pid in plan.pages_on("prefetch"):
+                if pid not in self.pages:
+                    failed.append((pid, "page is gone"))
+                    continue
+                try:
+                    futures.append(self.tiers.prefetch(pid, protect))
+                except MorphcacheError as exc:
+                    failed.append((pid, str(exc)))
+        if block and futures:
+            wait(futures)
+        with self.lock:
+            store = self.pipe.store
+            for pid in plan.pages_on("recompute"):
+                if pid not in self.pages:
+                    failed.append((pid, "page is gone"))
+                    continue
+                try:
+                    if store.page(TIER, pid) != self._dropped:
+                        self.pipe.fire("drop", None, pid)
+                        self.tiers.dropped(pid)
+                    self.tiers.recompute(pid, protect)
+                except MorphcacheError as exc:
+                    failed.append((pid, str(exc)))
+            for pid in plan.pages:
+                if pid in self.pages and store.page(TIER, pid) == self._gpu:
+                    self.morph.maintain(pid)
+            for a in plan.assignments:
+                done[a.path] += 1
+                self.metrics.recoveries_by_path[a.path] += 1
+        return RecoveryReport(dict(done), tuple(failed), len(futures))

@@ -1,0 +1,100 @@
+"""The runtime side of the policy seam: every page's ``PageMeta`` kept current, every victim choice
+asked of ``config.policy`` and checked before it is obeyed.
+
+::
+
+    decision  proposals checked by                                     then
+    "gpu"     in the GPU pool, not protected or in flight, and the      offload it (or drop it)
+              spec lets it offload or drop
+    "host"    on the host tier, ..., the spec lets it spill or drop    spill it (or drop it)
+    "disk"    on the disk tier, ..., the spec lets it drop             drop it
+    "pool"    in the reuse pool, ..., the spec lets it evict           evict it
+
+A refused proposal is counted (``policy_refusals``), reported to the policy (``on_refused``) and
+skipped.  The policy can lose performance; it can never make a step the spec forbids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .pages import PageDirectory, PageRecord
+from .pipeline import Pipeline
+from .policy import EvictionPolicy
+
+
+class PolicySeam:
+    """PageMeta notifications and checked victim choice for one manager."""
+
+    def __init__(self, policy: EvictionPolicy, pipe: Pipeline, pages: PageDirectory,
+                 busy: Callable[[int], bool]) -> None:
+        self.policy = policy
+        self.pipe = pipe
+        self.pages = pages
+        self.busy = busy
+        self.now = 0
+        self.refusals = 0
+
+    # -- clock and notifications ------------------------------------------------------------------
+    def tick(self) -> int:
+        """Advance the logical clock (once per lookup, write or read the runtime serves)."""
+        self.now += 1
+        return self.now
+
+    def inserted(self, rec: PageRecord) -> None:
+        """A page now exists."""
+        rec.meta.created = rec.meta.last_use = self.now
+        self.policy.on_insert(rec.meta)
+
+    def accessed(self, recs: Iterable[PageRecord]) -> None:
+        """Pages were hit by a lookup, read or written at the current tick."""
+        now, on_access = self.now, self.policy.on_access
+        for rec in recs:
+            meta = rec.meta
+            meta.last_use = now
+            meta.uses += 1
+            on_access(meta, now)
+
+    def updated(self, rec: PageRecord) -> None:
+        """Something other than the tier changed in the page's metadata."""
+        self.policy.on_update(rec.meta)
+
+    def holders(self, recs: Iterable[PageRecord], delta: int) -> None:
+        """Pages joined (``delta`` 1) or left (-1) a live sequence's block table."""
+        on_update = self.policy.on_update
+        for rec in recs:
+            rec.meta.holders += delta
+            on_update(rec.meta)
+
+    def moved(self, rec: PageRecord, tier: str) -> None:
+        """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""
+        meta = rec.meta
+        old, meta.tier = meta.tier, tier
+        if old != tier:
+            self.policy.on_move(meta, old)
+
+    def removed(self, rec: PageRecord) -> None:
+        """The page is forgotten."""
+        self.policy.on_remove(rec.meta)
+
+    # -- decisions --------------------------------------------------------------------------------
+    def choose(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int]) -> int | None:
+        """The first proposal for ``decision`` that is in that tier, not protected, not in flight, and
+        that the spec lets leave by one of ``events``; None when the policy has no acceptable page."""
+        tier = decision if decision in ("host", "disk") else ("gpu" if decision == "gpu" else None)
+        for pid in self.policy.propose(decision):
+            rec = self.pages.find(pid)
+            if rec is None or (tier is not None and rec.meta.tier != tier) or (
+                    decision == "pool" and not rec.meta.pooled):
+                reason = f"not in {decision}"
+            elif pid in protect:
+                reason = "protected by the operation that needs the room"
+            elif self.busy(pid):
+                reason = "in flight"
+            elif not any(self.pipe.allowed(ev, None, pid) for ev in events):
+                reason = f"the spec refuses {' and '.join(events)}"
+            else:
+                return pid
+            self.refusals += 1
+            self.policy.on_refused(decision, pid, reason)
+        return None

@@ -1,0 +1,336 @@
+"""The state store: the spec's design state of every page and reader, by column, and nothing else.
+
+::
+
+    page columns      tail  tier  pin  gen ...     one int64 per page id     array.array + numpy view
+    reader columns    seq  graph  frontier ...     one int64 per reader id   (same memory, two handles)
+    reader x page     block  lease  lpin  lgen ... sparse: reader -> {page: value}, initial values absent
+
+States are integer codes (``CompiledSpec.codes``), booleans 0/1.  A free page id or reader id holds
+the initial values, so the store read as a whole is a valid spec state whose unused ids are untouched.
+Scalar reads go through the ``array.array`` handles (Python ints, fast), batch reads and writes
+through the numpy views of the same memory.  Ghost variables are not kept: they are what is
+physically so, and the runtime never reads them.
+
+Writes are journaled inside a transaction (``begin``/``commit``/``rollback``): a call made of several
+spec events either completes or leaves every value as it found it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .compiler import CompiledSpec
+
+EMPTY: dict[int, int] = {}
+
+
+class RPView:
+    """One per-(reader, page) variable seen as ``arrays[x][(r, p)]`` by both backends."""
+
+    __slots__ = ("data", "init")
+
+    def __init__(self, data: dict[int, dict[int, int]], init: int) -> None:
+        self.data = data
+        self.init = init
+
+    def __getitem__(self, key: tuple[Any, Any]) -> Any:
+        r, p = key
+        if isinstance(r, np.ndarray) or isinstance(p, np.ndarray):
+            return self.gather(r, p)
+        row = self.data.get(r)
+        return row.get(p, self.init) if row else self.init
+
+    def gather(self, r: Any, p: Any) -> np.ndarray:
+        """Values at broadcast index arrays ``r`` and ``p``."""
+        rr, pp = np.broadcast_arrays(np.asarray(r, dtype=np.int64), np.asarray(p, dtype=np.int64))
+        out = np.full(rr.shape, self.init, dtype=np.int64)
+        if not self.data or not out.size:
+            return out
+        flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)
+        for reader in np.unique(flat_r).tolist():
+            row = self.data.get(reader)
+            if not row:
+                continue
+            sel = np.flatnonzero(flat_r == reader)
+            get = row.get
+            init = self.init
+            flat[sel] = np.fromiter((get(q, init) for q in flat_p[sel].tolist()), dtype=np.int64, count=len(sel))
+        return out
+
+
+class StateStore:
+    """Columns of design state, sparse per-(reader, page) entries, page and reader ids."""
+
+    def __init__(self, cspec: CompiledSpec, page_capacity: int = 64, reader_capacity: int = 16) -> None:
+        self.cspec = cspec
+        self.init = dict(cspec.init)
+        self.page_names = cspec.page_names
+        self.reader_names = cspec.reader_names
+        self.rp_names = cspec.rp_names
+        self.cols: dict[str, Any] = {}  # page name -> array.array('q')
+        self.vecs: dict[str, np.ndarray] = {}  # page name -> numpy view
+        self.rcols: dict[str, Any] = {}
+        self.rvecs: dict[str, np.ndarray] = {}
+        self.rp: dict[str, dict[int, dict[int, int]]] = {name: {} for name in self.rp_names}
+        self.rev: dict[str, dict[int, set[int]]] = {name: {} for name in cspec.reverse_indexed}
+        self.page_cap = 0
+        self.reader_cap = 0
+        self.live_pages: dict[int, None] = {}
+        self.live_readers: dict[int, None] = {}
+        self.free_page_ids: list[int] = []
+        self.free_reader_ids: list[int] = []
+        self.next_page = 0
+        self.next_reader = 0
+        self.arrays: dict[str, Any] = {}  # the closure backend's view
+        self.varrays: dict[str, Any] = {}  # the vector backend's view
+        for name in self.rp_names:
+            view = RPView(self.rp[name], int(self.init[name]))
+            self.arrays[name] = self.varrays[name] = view
+        self._grow_pages(page_capacity)
+        self._grow_readers(reader_capacity)
+        self.journal: list[tuple[Any, ...]] | None = None
+        self.depth = 0
+
+    # -- capacity ---------------------------------------------------------------------------------
+    def _grow(self, names: tuple[str, ...], cols: dict[str, Any], vecs: dict[str, np.ndarray], old: int,
+              new: int, kind: str) -> None:
+        for name in names:
+            fresh = array("q", bytes(8 * new))
+            view = np.frombuffer(fresh, dtype=np.int64)
+            if old:
+                view[:old] = vecs[name][:old]
+            view[old:] = int(self.init[name])
+            cols[name] = fresh
+            vecs[name] = view
+            self.arrays[name] = fresh
+            self.varrays[name] = view
+
+    def _grow_pages(self, new: int) -> None:
+        self._grow(self.page_names, self.cols, self.vecs, self.page_cap, new, "page")
+        self.page_cap = new
+
+    def _grow_readers(self, new: int) -> None:
+        self._grow(self.reader_names, self.rcols, self.rvecs, self.reader_cap, new, "reader")
+        self.reader_cap = new
+
+    # -- ids --------------------------------------------------------------------------------------
+    def alloc_page(self) -> int:
+        """A page id whose every value is initial (an untouched page of the spec)."""
+        if self.free_page_ids:
+            pid = self.free_page_ids.pop()
+        else:
+            pid = self.next_page
+            self.next_page += 1
+            if pid >= self.page_cap:
+                self._grow_pages(max(2 * self.page_cap, 64))
+        self.live_pages[pid] = None
+        if self.journal is not None:
+            self.journal.append(("alloc_page", pid))
+        return pid
+
+    def free_page(self, pid: int) -> None:
+        """Give a page id back; its page values must be initial (the spec's ``forget`` made them so)."""
+        del self.live_pages[pid]
+        self.free_page_ids.append(pid)
+        if self.journal is not None:
+            self.journal.append(("free_page", pid))
+
+    def alloc_reader(self) -> int:
+        """A reader id whose every value is initial."""
+        if self.free_reader_ids:
+            rid = self.free_reader_ids.pop()
+        else:
+            rid = self.next_reader
+            self.next_reader += 1
+            if rid >= self.reader_cap:
+                self._grow_readers(max(2 * self.reader_cap, 16))
+        self.live_readers[rid] = None
+        if self.journal is not None:
+            self.journal.append(("alloc_reader", rid))
+        return rid
+
+    def free_reader(self, rid: int) -> None:
+        """Retire a reader: its per-(reader, page) entries and reader values go back to initial."""
+        for name in self.rp_names:
+            row = self.rp[name].get(rid)
+            if row:
+                for pid in list(row):
+                    self.set_rp(name, rid, pid, self.init[name])
+            self.rp[name].pop(rid, None)
+        for name in self.reader_names:
+            if self.rcols[name][rid] != self.init[name]:
+                self.set_reader(name, rid, self.init[name])
+        del self.live_readers[rid]
+        self.free_reader_ids.append(rid)
+        if self.journal is not None:
+            self.journal.append(("free_reader", rid))
+
+    # -- reads ------------------------------------------------------------------------------------
+    def page(self, name: str, pid: int) -> int:
+        """One page value."""
+        return int(self.cols[name][pid])
+
+    def reader(self, name: str, rid: int) -> int:
+        """One reader value."""
+        return int(self.rcols[name][rid])
+
+    def rp_value(self, name: str, rid: int, pid: int) -> int:
+        """One per-(reader, page) value."""
+        row = self.rp[name].get(rid)
+        return row.get(pid, self.init[name]) if row else int(self.init[name])
+
+    def rp_row(self, name: str, rid: int) -> dict[int, int]:
+        """The reader's non-initial entries of ``name``, by page (do not modify)."""
+        return self.rp[name].get(rid) or EMPTY
+
+    def readers_at(self, names: Iterable[str], pid: int) -> set[int]:
+        """Readers with a non-initial entry of any of ``names`` at page ``pid``."""
+        out: set[int] = set()
+        for name in names:
+            rev = self.rev.get(name)
+            if rev is not None:
+                out |= rev.get(pid, set())
+            else:
+                out.update(r for r, row in self.rp[name].items() if pid in row)
+        return out
+
+    def pages_of(self, names: Iterable[str], rid: int) -> Iterator[int]:
+        """Pages where reader ``rid`` has a non-initial entry of any of ``names``."""
+        names = tuple(names)
+        if len(names) == 1:
+            return iter(list(self.rp_row(names[0], rid)))
+        seen: dict[int, None] = {}
+        for name in names:
+            seen.update(dict.fromkeys(self.rp_row(name, rid)))
+        return iter(list(seen))
+
+    # -- writes -----------------------------------------------------------------------------------
+    def set_page(self, name: str, pid: int, value: Any) -> None:
+        """Set one page value."""
+        col = self.cols[name]
+        if self.journal is not None:
+            self.journal.append(("p", name, pid, col[pid]))
+        col[pid] = value
+
+    def set_pages(self, name: str, pids: np.ndarray, values: Any) -> None:
+        """Set a page value at many distinct pages."""
+        vec = self.vecs[name]
+        if self.journal is not None:
+            self.journal.append(("P", name, pids.copy(), vec[pids].copy()))
+        vec[pids] = values
+
+    def set_reader(self, name: str, rid: int, value: Any) -> None:
+        """Set one reader value."""
+        col = self.rcols[name]
+        if self.journal is not None:
+            self.journal.append(("r", name, rid, col[rid]))
+        col[rid] = value
+
+    def set_readers(self, name: str, rids: np.ndarray, values: Any) -> None:
+        """Set a reader value at many distinct readers."""
+        vec = self.rvecs[name]
+        if self.journal is not None:
+            self.journal.append(("R", name, rids.copy(), vec[rids].copy()))
+        vec[rids] = values
+
+    def set_rp(self, name: str, rid: int, pid: int, value: Any) -> None:
+        """Set one per-(reader, page) value (an initial value removes the entry)."""
+        table = self.rp[name]
+        row = table.get(rid)
+        init = self.init[name]
+        old = row.get(pid, init) if row else init
+        if old == value:
+            return
+        if self.journal is not None:
+            self.journal.append(("rp", name, rid, pid, old))
+        if value == init:
+            del row[pid]  # type: ignore[union-attr]
+            if not row:
+                del table[rid]
+        else:
+            if row is None:
+                row = table[rid] = {}
+            row[pid] = value
+        rev = self.rev.get(name)
+        if rev is not None:
+            if value == init:
+                holders = rev[pid]
+                holders.discard(rid)
+                if not holders:
+                    del rev[pid]
+            elif old == init:
+                rev.setdefault(pid, set()).add(rid)
+
+    def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int]) -> None:
+        """Set ``name`` of reader ``rid`` at many distinct pages."""
+        init = self.init[name]
+        table = self.rp[name]
+        row = table.get(rid)
+        rev = self.rev.get(name)
+        if self.journal is None and rev is None and not (row and len(row)) and init not in values:
+            table[rid] = dict(zip(pids, values, strict=True))  # a fresh row: the common case
+            return
+        for pid, value in zip(pids, values, strict=True):
+            self.set_rp(name, rid, pid, value)
+
+    # -- transactions -----------------------------------------------------------------------------
+    def begin(self) -> int:
+        """Start (or nest) a transaction; returns the savepoint to roll back to."""
+        if self.journal is None:
+            self.journal = []
+        self.depth += 1
+        return len(self.journal)
+
+    def commit(self) -> None:
+        """End the innermost transaction, keeping its writes."""
+        self.depth -= 1
+        if self.depth == 0:
+            self.journal = None
+
+    def rollback(self, savepoint: int) -> list[tuple[str, str, Any]]:
+        """Undo every write since ``savepoint`` (newest first) and end the innermost transaction;
+        returns what was restored as ``(kind, name, index)``."""
+        assert self.journal is not None
+        undo = self.journal[savepoint:]
+        del self.journal[savepoint:]
+        keep, self.journal = self.journal, None  # undo without journaling
+        restored: list[tuple[str, str, Any]] = []
+        for entry in reversed(undo):
+            kind = entry[0]
+            if kind == "p":
+                self.cols[entry[1]][entry[2]] = entry[3]
+                restored.append(("page", entry[1], entry[2]))
+            elif kind == "P":
+                self.vecs[entry[1]][entry[2]] = entry[3]
+                restored.append(("pages", entry[1], entry[2]))
+            elif kind == "r":
+                self.rcols[entry[1]][entry[2]] = entry[3]
+                restored.append(("reader", entry[1], entry[2]))
+            elif kind == "R":
+                self.rvecs[entry[1]][entry[2]] = entry[3]
+                restored.append(("readers", entry[1], entry[2]))
+            elif kind == "rp":
+                self.set_rp(entry[1], entry[2], entry[3], entry[4])
+                restored.append(("rp", entry[1], (entry[2], entry[3])))
+            elif kind == "alloc_page":
+                del self.live_pages[entry[1]]
+                self.free_page_ids.append(entry[1])
+            elif kind == "free_page":
+                self.free_page_ids.remove(entry[1])
+                self.live_pages[entry[1]] = None
+            elif kind == "alloc_reader":
+                del self.live_readers[entry[1]]
+                self.free_reader_ids.append(entry[1])
+            elif kind == "free_reader":
+                self.free_reader_ids.remove(entry[1])
+                self.live_readers[entry[1]] = None
+        self.journal = keep
+        self.depth -= 1
+        if self.depth == 0:
+            self.journal = None
+        return restored
