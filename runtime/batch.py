@@ -60,7 +60,7 @@ class BatchPlanner:
 
     def __init__(self, cspec: CompiledSpec) -> None:
         self.cspec = cspec
-        self.plans: dict[tuple[str, str], Plan | None] = {}
+        self.plans: dict[tuple[str, str], Plan | None] = cspec.memo.setdefault("plans", {})  # type: ignore[assignment]
 
     def plan(self, ev: CompiledEvent, r: Any, p: Any) -> Plan | None:
         """The plan for this batch, or None when it must fire one by one."""
@@ -81,6 +81,8 @@ class BatchPlanner:
                 out.add((node.name, self._pattern(node, e)))
             elif isinstance(node, Name) and node.name in self.cspec.aggregates:
                 out |= {(v, "any") for v in self.cspec.aggregates[node.name].reads}
+            elif isinstance(node, Name) and node.name in self.cspec.tracked:
+                out |= self._reads(self.cspec.tracked[node.name])
             elif isinstance(node, Reduce):
                 dom = domains[node.domain]
                 if dom.kind == READER_PAGES and dom.key == "r":
@@ -186,8 +188,10 @@ class _Affine:
 class VectorFiring:
     """One batch decided by the vector backend: the pipeline's stages over arrays."""
 
-    def __init__(self, pipe: Pipeline, ev: CompiledEvent, plan: Plan, r: Any, p: np.ndarray, count: int) -> None:
+    def __init__(self, pipe: Pipeline, ev: CompiledEvent, plan: Plan, r: Any, p: np.ndarray, count: int,
+                 distinct: bool = False) -> None:
         self.pipe, self.ev, self.plan = pipe, ev, plan
+        self.distinct = distinct
         self.r: Any = int(r) if plan.shape == "one" else (None if r is None else np.asarray(r, dtype=np.int64))
         self.p = np.asarray(p, dtype=np.int64)
         self.count = count
@@ -195,7 +199,8 @@ class VectorFiring:
     def run(self, atomic: bool) -> np.ndarray:
         """Decide and apply the batch; returns the mask of firings that fired."""
         pipe, ev, plan = self.pipe, self.ev, self.plan
-        if len(np.unique(self.p)) != self.count or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
+        if (not self.distinct and len(np.unique(self.p)) != self.count) \
+                or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
                 or (not atomic and not plan.independent):
             return pipe._fire_each(ev, self.r, self.p, self.count, atomic)
         store = pipe.store
@@ -279,6 +284,7 @@ class VectorFiring:
                 pipe.write_many(eff.target, "reader", rids, None, value[idx][-1:])
             else:
                 pipe.write_many(eff.target, eff.scope, rids, pids, value[idx])
+        pipe.names.inc.after(ev, rids, pids)
         pipe.fired[ev.name] += len(idx)
 
     def _apply_recorded(self, mask: np.ndarray, values: list[np.ndarray]) -> None:

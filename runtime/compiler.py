@@ -23,9 +23,9 @@ from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Event, Para
 from morphcache.spec.vector import VecCompiled, compile_vector
 
 from .bounds import declared_bounds
-from .domains import PAGE_READERS, Aggregate, Domain, DomainTable
+from .domains import PAGE_READERS, READER_PAGES, Aggregate, Domain, DomainTable
 from .errors import ConfigError
-from .irtools import array_names, encode_states, fold, free_names, replace_index
+from .irtools import array_names, encode_states, fold, free_names, replace_index, replace_reductions
 
 OBS = "@obs_"  # names key prefix of an observed ghost's measured value
 Bound: TypeAlias = Compiled | int | None
@@ -147,6 +147,8 @@ class CompiledSpec:
         self.rp_names = tuple(by_scope[READER_PAGE])
         self.scopes = {n: spec.scope_of(n) for n in self.init}
         self.table = DomainTable(spec)
+        self.memo: dict[object, object] = {}  # analyses derived once per compiled spec (batch plans, proofs)
+        self.tracked: dict[str, Reduce] = {}  # '@inc<i>' -> a reduction over a reader's pages (incremental.py)
         self.bounds: dict[str, tuple[Bound, Bound]] = {
             name: (self._bound(b.lo), self._bound(b.hi)) for name, b in declared_bounds(spec).items()}
         props = [p for p in spec.properties if not (self._reads_of(p.expr) & self.ghosts)]
@@ -173,8 +175,9 @@ class CompiledSpec:
         return self.table.aggregates
 
     def domains_read(self, ev: CompiledEvent) -> list[Domain]:
-        """The domains an event's guard and effects range over."""
-        return [self.domains[n] for n in ev.reads if n in self.domains] + [e.star for e in ev.effects if e.star]
+        """The domains an event's guard and effects range over (tracked reductions' included)."""
+        names = set(ev.reads) | {self.tracked[n].domain for n in ev.reads if n in self.tracked}
+        return [self.domains[n] for n in sorted(names) if n in self.domains] + [e.star for e in ev.effects if e.star]
 
     def _reads_of(self, e: Expr) -> frozenset[str]:
         """Names ``e`` reads: scalars, indexed variables and the runtime domains its reductions range over."""
@@ -186,6 +189,26 @@ class CompiledSpec:
             out = replace_index(out, lambda n: Name(OBS + n.name, n.loc) if n.name in observes else None)
         out = self.table.restrict(out, aggregates)
         return encode_states(out, self.codes, obj)
+
+    def _track(self, e: Expr) -> Expr:
+        """``e`` with every ``all(... for q in pages of r)`` that reads nothing but ``r``'s and ``q``'s state
+        replaced by a tracked name (maintained by ``incremental.Incremental``)."""
+        def make(node: Reduce) -> Expr | None:
+            dom = self.domains.get(node.domain)
+            if node.kind != "all" or dom is None or dom.kind != READER_PAGES or dom.key != "r" or \
+                    free_names(node) - {"r"}:
+                return None
+            if all(isinstance(x, Index) is False or x.name in dom.vars for x in walk(node.body)):
+                return None  # the body reads only the domain's own entries: evaluating it is cheap
+            text = render(node)
+            for name, known in self.tracked.items():
+                if render(known) == text:
+                    return Name(name, node.loc)
+            name = f"@inc{len(self.tracked)}"
+            self.tracked[name] = node
+            return Name(name, node.loc)
+
+        return replace_reductions(e, make)
 
     def _bound(self, e: Expr | None) -> Bound:
         if e is None:
@@ -202,10 +225,10 @@ class CompiledSpec:
     # -- events -----------------------------------------------------------------------------------
     def _event(self, ev: Event, steps: tuple[CompiledProperty, ...]) -> CompiledEvent:
         obs = ev.observes
-        guard = self._prep(ev.guard, observes=obs)
+        guard = self._track(self._prep(ev.guard, observes=obs))
         parts = []
         for c in conjuncts(ev.guard):
-            e = self._prep(c, observes=obs)
+            e = self._track(self._prep(c, observes=obs))
             parts.append(Conjunct(render(c), e, compile_expr(e), compile_vector(e), self._reads_of(e)))
         effects = []
         reads = set(self._reads_of(guard))

@@ -179,6 +179,7 @@ def _caches(m: CacheManager, problems: list[str]) -> None:
         kept = names.n[name] if agg.kind == "sum" else len(names.agg_contrib[name])
         if total != kept:
             problems.append(f"aggregate {agg.text}: maintained {kept}, fresh {total}")
+    problems.extend(names.inc.stale())
     pooled_code = p.pipe.cspec.codes[POOL]["pooled"]
     pooled = {pid for pid in p.pages if store.page(POOL, pid) == pooled_code}
     if pooled != set(p.morph.pooled):

@@ -46,7 +46,8 @@ class LeaseBook:
         sp = pipe.begin()
         try:
             if full:
-                pipe.fire_batch("acquire", reader.rid, np.fromiter(full, dtype=np.int64, count=len(full)))
+                pipe.fire_batch("acquire", reader.rid, np.fromiter(full, dtype=np.int64, count=len(full)),
+                                distinct=True)
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
         except BaseException:
@@ -78,10 +79,11 @@ class LeaseBook:
         pinned = lease.pinned
         if pinned:
             try:
-                self.pipe.fire_batch("read", lease.reader, np.fromiter(pinned, dtype=np.int64, count=len(pinned)))
+                self.pipe.fire_batch("read", lease.reader, np.fromiter(pinned, dtype=np.int64, count=len(pinned)),
+                                     distinct=True)
             except GuardRefused as exc:
                 raise StaleLeaseError(f"lease #{lease.lease_id}: page {exc.page} failed re-validation: {exc}") from exc
-        recs = [self.pages.get(pid) for pid in pinned]
+        recs = [self.pages.records[pid] for pid in pinned]
         slots = tuple(rec.gpu_slot for rec in recs)
         gens = lease.generations + ((lease.tail_generation,) if lease.tail_generation is not None else ())
         data = tuple(self.storage.data.read(s) for s in slots) if payloads else None
@@ -92,16 +94,15 @@ class LeaseBook:
     def release(self, lease: Lease) -> None:
         """Unpin every page of the lease; collect what nothing holds any more."""
         pipe = self.pipe
-        pinned = lease.pinned
-        counts = [self.store.rp_value(LPIN, lease.reader, pid) for pid in pinned]
-        more = [pid for pid, c in zip(pinned, counts, strict=True) if c > 1]
-        last = [pid for pid, c in zip(pinned, counts, strict=True) if c <= 1]
+        pinned = np.fromiter(lease.pinned, dtype=np.int64, count=len(lease.pinned))
+        counts = self.store.varrays[LPIN][(lease.reader, pinned)]
+        more, last = pinned[counts > 1], pinned[counts <= 1]
         sp = pipe.begin()
         try:
-            if more:
-                pipe.fire_batch("release", lease.reader, np.asarray(more, dtype=np.int64))
-            if last:
-                pipe.fire_batch("release_last", lease.reader, np.asarray(last, dtype=np.int64))
+            if len(more):
+                pipe.fire_batch("release", lease.reader, more, distinct=True)
+            if len(last):
+                pipe.fire_batch("release_last", lease.reader, last, distinct=True)
         except BaseException:
             pipe.rollback(sp)
             raise
@@ -111,8 +112,7 @@ class LeaseBook:
         reader = self.readers.by_rid.get(lease.reader)
         if reader is not None:
             reader.leases.discard(lease.lease_id)
-        for pid in reversed(pinned):
-            self.collector.collect(pid)
+        self.collector.collect_many(pinned[::-1])
         if reader is not None:
             self.readers.retire_if_idle(reader)
 

@@ -22,6 +22,7 @@ from morphcache.spec.interp import compile_expr
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, LIVE_READERS, PAGE_READERS, READER_PAGES, Domain
 from .errors import DomainError
+from .incremental import Incremental
 from .irtools import encode_states
 from .state import EMPTY, StateStore
 
@@ -42,6 +43,9 @@ class RuntimeNames:
         self.agg_dirty: set[int] = set()
         for name in cspec.aggregates:
             self.n[name] = 0
+        self.inc = Incremental(cspec, store, self.n)
+        self.tracked_reads = {name: tuple(sorted(set(ev.reads) & set(cspec.tracked)))
+                              for name, ev in cspec.events.items()}
 
     def _encode(self, body: Any) -> Any:
         return encode_states(body, self.cspec.codes)
@@ -105,6 +109,10 @@ class RuntimeNames:
         n["p"] = p
         if self.agg_dirty and ev.reads & self.agg_contrib.keys():
             self.refresh()
+        for name in self.tracked_reads[ev.name]:
+            n[name] = self.inc.value(name, r)
+            n["r"] = r
+            n["p"] = p
         if ev.params:
             for prm in ev.params:
                 value = (params or {}).get(prm.name)

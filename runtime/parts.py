@@ -50,13 +50,37 @@ from .tiering import TierMover
 from .tiers import DiskTier, HostTier, SlotPool, Storage
 
 
+_LOADED: dict[tuple[str, float], Spec] = {}
+_COMPILED: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[Spec, CompiledSpec]] = {}
+
+
 def load(spec: Spec | str | Path | None) -> Spec:
-    """The spec to run: ``SHIPPED_SPEC`` by default, a Spec, or a spec file."""
-    if spec is None:
-        return load_spec(SHIPPED_SPEC)
+    """The spec to run: ``SHIPPED_SPEC`` by default, a Spec, or a spec file (a file is loaded once per
+    modification time)."""
     if isinstance(spec, Spec):
         return spec
-    return load_spec(spec)
+    path = Path(SHIPPED_SPEC if spec is None else spec)
+    try:
+        key = (str(path.resolve()), path.stat().st_mtime)
+    except OSError:
+        return load_spec(path)  # the loader reports the missing file
+    if key not in _LOADED:
+        if len(_LOADED) > 64:
+            _LOADED.clear()
+        _LOADED[key] = load_spec(path)
+    return _LOADED[key]
+
+
+def compiled(spec: Spec, constants: dict[str, int]) -> CompiledSpec:
+    """The spec compiled with ``constants``, shared by managers running the same spec object (a
+    CompiledSpec never changes once built; analyses it memoizes are facts about it)."""
+    key = (id(spec), tuple(sorted(constants.items())))
+    hit = _COMPILED.get(key)
+    if hit is None or hit[0] is not spec:
+        if len(_COMPILED) > 64:
+            _COMPILED.clear()
+        hit = _COMPILED[key] = (spec, CompiledSpec(spec, constants))
+    return hit[1]
 
 
 @dataclass
@@ -89,7 +113,7 @@ class Parts:
         """Compile the spec with the configuration's constants and wire the parts."""
         spec_ = load(spec)
         check_binding(spec_)
-        cspec = CompiledSpec(spec_, config.spec_constants(spec_.constants))
+        cspec = compiled(spec_, config.spec_constants(spec_.constants))
         store = StateStore(cspec)
         readers = ReaderTable(store)
         page_bound = -(-config.max_sequence_tokens // config.page_size) + 1
@@ -115,6 +139,7 @@ class Parts:
         parts = cls(config, cspec, lock, pipe, pages, readers, index, storage, busy, seam, collector, tiers, morph,
                     leases, lookups, sequences, recovery, metrics, config.page_bytes or data.page_bytes, ident)
         pipe.watch(GEN, parts._publish_generation)
+        readers.on_retire.append(pipe.names.inc.forget_reader)
         for agg in cspec.aggregates.values():
             for var in agg.reads:
                 pipe.watch(var, pipe.names.dirty)

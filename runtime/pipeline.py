@@ -86,6 +86,7 @@ class Pipeline:
         """Undo what the innermost transaction wrote (its recorded steps are dropped too)."""
         for _kind, name, index in self.store.rollback(savepoint):
             self.notify(name, index)
+        self.names.inc.forget_all()
         self.recorder.unmark(keep=False)
 
     # -- single firings ---------------------------------------------------------------------------
@@ -176,6 +177,7 @@ class Pipeline:
         self._write(ev.owner, ev.scope, _index({"page": "p", "reader": "r"}.get(ev.scope, "r,p"), r, p, None), target)
         for name, scope, index, value in writes:
             self._write(name, scope, index, value)
+        self.names.inc.after(ev, r, p)
 
     def write_many(self, name: str, scope: str, rids: Any, pids: np.ndarray | None, values: np.ndarray) -> None:
         """Apply one name's values of a batch: at ``pids`` (distinct), for reader ``rids`` (one id or one
@@ -219,11 +221,12 @@ class Pipeline:
 
     # -- batches ----------------------------------------------------------------------------------
     def fire_batch(self, name: str, r: int | np.ndarray | None, p: np.ndarray | None, *,
-                   atomic: bool = True) -> np.ndarray:
+                   atomic: bool = True, distinct: bool = False) -> np.ndarray:
         """Fire ``name`` for every (reader, page) of the batch, in order: ``r`` one reader (int) or one
         per firing, ``p`` one page per firing (distinct).  ``atomic``: all fire or none (the first
         refusal is raised); else each firing is decided on its own and the mask of those that fired is
-        returned (the firings must then be independent: distinct readers and pages)."""
+        returned (the firings must then be independent: distinct readers and pages).  ``distinct``: the
+        caller knows the pages are distinct (a lease's), so the batch need not check."""
         ev = self.cspec.events.get(name)
         if ev is None:
             raise ConfigError(f"the spec has no event '{name}'")
@@ -233,7 +236,7 @@ class Pipeline:
         plan = self.planner.plan(ev, r, p) if self.fast and count > 1 and not self.strict else None
         if plan is not None:
             assert p is not None
-            return VectorFiring(self, ev, plan, r, p, count).run(atomic)
+            return VectorFiring(self, ev, plan, r, p, count, distinct).run(atomic)
         return self._fire_each(ev, r, p, count, atomic)
 
     def _fire_each(self, ev: CompiledEvent, r: Any, p: Any, count: int, atomic: bool) -> np.ndarray:

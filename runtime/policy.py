@@ -21,8 +21,9 @@ write it.  The clock is logical: it ticks once per lookup, write or read the run
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 
 DECISIONS = ("gpu", "host", "disk", "pool")
 
@@ -85,6 +86,16 @@ class EvictionPolicy:
     def on_remove(self, meta: PageMeta) -> None:
         """The page is forgotten (its id may be reused): drop every reference to it."""
 
+    def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
+        """``on_access`` for each page of a lookup's hit or a lease's read (override to do it in bulk)."""
+        for meta in metas:
+            self.on_access(meta, now)
+
+    def on_update_many(self, metas: Sequence[PageMeta]) -> None:
+        """``on_update`` for each of many pages (a prefix attached or freed at once)."""
+        for meta in metas:
+            self.on_update(meta)
+
     def on_refused(self, decision: str, page: int, reason: str) -> None:
         """A proposal of this policy was refused (``reason``: the spec's refusal or "not in tier")."""
 
@@ -97,7 +108,8 @@ class LRUPolicy(EvictionPolicy):
     """Least recently used per tier; on the GPU, pages no live sequence holds go first.
 
     ``propose`` yields from ordered dicts kept up to date by the notifications: O(1) per
-    notification, no scan per decision beyond the proposals the runtime consumes.
+    notification (each page's queue is remembered), no scan per decision beyond the proposals the
+    runtime consumes.
     """
 
     name = "lru"
@@ -107,44 +119,70 @@ class LRUPolicy(EvictionPolicy):
             "gpu_cold": OrderedDict(), "gpu_hot": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict(),
             "pool": OrderedDict(),
         }
+        self.where: dict[int, str] = {}  # page -> its tier queue
 
-    def _queue(self, meta: PageMeta) -> str | None:
-        if meta.tier == "gpu":
+    @staticmethod
+    def _queue(meta: PageMeta) -> str | None:
+        tier = meta.tier
+        if tier == "gpu":
             return "gpu_hot" if meta.holders else "gpu_cold"
-        return meta.tier if meta.tier in ("host", "disk") else None
+        return tier if tier in ("host", "disk") else None
 
     def _place(self, meta: PageMeta) -> None:
-        for name in ("gpu_cold", "gpu_hot", "host", "disk"):
-            self.order[name].pop(meta.page, None)
+        page = meta.page
         queue = self._queue(meta)
-        if queue is not None:
-            self.order[queue][meta.page] = None
+        old = self.where.get(page)
+        if old != queue:
+            if old is not None:
+                del self.order[old][page]
+            if queue is None:
+                del self.where[page]
+            else:
+                self.order[queue][page] = None
+                self.where[page] = queue
+        pool = self.order["pool"]
         if meta.pooled:
-            self.order["pool"].setdefault(meta.page, None)
+            pool.setdefault(page, None)
         else:
-            self.order["pool"].pop(meta.page, None)
+            pool.pop(page, None)
 
     def on_insert(self, meta: PageMeta) -> None:
         self._place(meta)
 
     def on_access(self, meta: PageMeta, now: int) -> None:
-        queue = self._queue(meta)
-        if queue is not None and meta.page in self.order[queue]:
+        queue = self.where.get(meta.page)
+        if queue is not None:
             self.order[queue].move_to_end(meta.page)
-        if meta.page in self.order["pool"]:
+        if meta.pooled and meta.page in self.order["pool"]:
             self.order["pool"].move_to_end(meta.page)
 
+    def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
+        where = self.where
+        by_queue: dict[str, list[int]] = {}
+        for meta in metas:
+            queue = where.get(meta.page)
+            if queue is not None:
+                by_queue.setdefault(queue, []).append(meta.page)
+        for queue, pages in by_queue.items():
+            deque(map(self.order[queue].move_to_end, pages), maxlen=0)
+        pool = self.order["pool"]
+        deque(map(pool.move_to_end, [m.page for m in metas if m.pooled and m.page in pool]), maxlen=0)
+
     def on_update(self, meta: PageMeta) -> None:
-        queue = self._queue(meta)
-        if queue is None or meta.page not in self.order[queue] or meta.pooled != (meta.page in self.order["pool"]):
+        self._place(meta)
+
+    def on_update_many(self, metas: Sequence[PageMeta]) -> None:
+        for meta in metas:
             self._place(meta)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
         self._place(meta)
 
     def on_remove(self, meta: PageMeta) -> None:
-        for queue in self.order.values():
-            queue.pop(meta.page, None)
+        queue = self.where.pop(meta.page, None)
+        if queue is not None:
+            del self.order[queue][meta.page]
+        self.order["pool"].pop(meta.page, None)
 
     def propose(self, decision: str) -> Iterator[int]:
         names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
@@ -153,14 +191,17 @@ class LRUPolicy(EvictionPolicy):
             yield from _fresh(self.order[name], seen)
 
 
-def _fresh(queue: OrderedDict[int, None], seen: set[int]) -> Iterator[int]:
-    """The queue's ids in order, each once, while the consumer may change the queue between proposals."""
+def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 64) -> Iterator[int]:
+    """The queue's ids in order, each once, while the consumer may change the queue between proposals
+    (read a chunk at a time from the front; what was already proposed is skipped)."""
     while True:
-        pid = next((p for p in queue if p not in seen), None)
-        if pid is None:
+        batch = [p for p in islice(queue, len(seen) + chunk) if p not in seen]
+        if not batch:
             return
-        seen.add(pid)
-        yield pid
+        for pid in batch:
+            if pid in queue and pid not in seen:
+                seen.add(pid)
+                yield pid
 
 
 POLICIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}

@@ -125,8 +125,11 @@ def _post(cspec: CompiledSpec, ev: CompiledEvent, s: _State, env: Mapping[str, A
     return out
 
 
-def preserved(cspec: CompiledSpec, ev: CompiledEvent, conjunct: Expr) -> bool:
-    """Whether ``ev`` keeps ``conjunct`` (an ``all`` reduction) true whenever its guard held."""
+def preserved(cspec: CompiledSpec, ev: CompiledEvent, conjunct: Expr, other_pages_only: bool = False) -> bool:
+    """Whether ``ev`` keeps ``conjunct`` (an ``all`` reduction, or a tracked name for one) true whenever
+    its guard held; ``other_pages_only``: only the body at pages other than the event's own."""
+    if isinstance(conjunct, Name) and conjunct.name in cspec.tracked:
+        conjunct = cspec.tracked[conjunct.name]
     if not isinstance(conjunct, Reduce) or conjunct.kind != "all":
         return False
     try:
@@ -137,10 +140,12 @@ def preserved(cspec: CompiledSpec, ev: CompiledEvent, conjunct: Expr) -> bool:
         i = z3.Int("i")
         facts = []
         for c in ev.conjuncts:
-            if c.expr is conjunct or any(isinstance(n, Reduce) for n in _nodes(c.expr)):
+            if any(isinstance(n, Reduce) or (isinstance(n, Name) and n.name in cspec.tracked) for n in _nodes(c.expr)):
                 continue
             facts.append(_term(c.expr, s.fns, env))
         inner = {**env, conjunct.var: i}
+        if other_pages_only and ev.takes_page:
+            facts.append(i != env["p"])
         facts.append(_term(conjunct.body, s.fns, inner))
         t = _post(cspec, ev, s, env)
         goal = _term(conjunct.body, t, inner)

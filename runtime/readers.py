@@ -16,6 +16,8 @@ an old capture recorded) are read by no guard without a new lease or capture, an
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .binding import BLOCK, GRAPH, LPIN, SEQ
 from .errors import UnknownSequenceError
 from .state import StateStore
@@ -46,6 +48,7 @@ class ReaderTable:
         self.store = store
         self.by_name: dict[str, ReaderRecord] = {}
         self.by_rid: dict[int, ReaderRecord] = {}
+        self.on_retire: list[Callable[[int], None]] = []
         self._active = store.cspec.codes[SEQ]["active"]
         self._idle_graph = store.cspec.codes[GRAPH]["idle"]
 
@@ -96,6 +99,8 @@ class ReaderTable:
         if rec.name is not None and self.by_name.get(rec.name) is rec:
             del self.by_name[rec.name]
         self.store.free_reader(rec.rid)
+        for fn in self.on_retire:
+            fn(rec.rid)
         return True
 
     def describe(self, rid: int | None) -> str:

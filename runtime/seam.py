@@ -48,12 +48,12 @@ class PolicySeam:
 
     def accessed(self, recs: Iterable[PageRecord]) -> None:
         """Pages were hit by a lookup, read or written at the current tick."""
-        now, on_access = self.now, self.policy.on_access
-        for rec in recs:
-            meta = rec.meta
+        now = self.now
+        metas = [rec.meta for rec in recs]
+        for meta in metas:
             meta.last_use = now
             meta.uses += 1
-            on_access(meta, now)
+        self.policy.on_access_many(metas, now)
 
     def updated(self, rec: PageRecord) -> None:
         """Something other than the tier changed in the page's metadata."""
@@ -61,10 +61,10 @@ class PolicySeam:
 
     def holders(self, recs: Iterable[PageRecord], delta: int) -> None:
         """Pages joined (``delta`` 1) or left (-1) a live sequence's block table."""
-        on_update = self.policy.on_update
-        for rec in recs:
-            rec.meta.holders += delta
-            on_update(rec.meta)
+        metas = [rec.meta for rec in recs]
+        for meta in metas:
+            meta.holders += delta
+        self.policy.on_update_many(metas)
 
     def moved(self, rec: PageRecord, tier: str) -> None:
         """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""

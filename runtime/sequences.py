@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .binding import LPIN, TAIL
+from .binding import LPIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
 from .errors import BadInputError, CapacityError, DuplicateSequenceError, MorphcacheError
@@ -71,7 +71,8 @@ class Sequences:
         self.store = pipe.store
         self.C = config.page_size
         codes = pipe.cspec.codes
-        self._sealed_states = {codes[TAIL]["sealed"], codes[TAIL]["released"]}
+        self._sealed_codes = np.array([codes[TAIL]["sealed"], codes[TAIL]["released"]], dtype=np.int64)
+        self._pooled = codes[POOL]["pooled"]
         self.page_bytes = config.page_bytes or storage.data.page_bytes
 
     def frontier(self, reader: ReaderRecord) -> int:
@@ -103,23 +104,26 @@ class Sequences:
         """End the sequence: every page leaves its block table (``detach``), then ``free``; its sealed
         pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay."""
         block = list(reader.block)
+        pids = np.asarray(block, dtype=np.int64)
 
         def events(pending: list[Pending]) -> None:
             if block:
-                self.pipe.fire_batch("detach", reader.rid, np.asarray(block, dtype=np.int64))
+                self.pipe.fire_batch("detach", reader.rid, pids, distinct=True)
             self.pipe.fire("free", reader.rid)
 
         self._transaction(events)
         reader.block = []
         reader.slide_next = 0
-        records = [self.pages.get(pid) for pid in block]
-        self.seam.holders(records, -1)
-        if self.config.auto_admit:
-            for pid in block:
-                if pid in self.pages and self.store.page(TAIL, pid) in self._sealed_states:
+        records = self.pages.records
+        self.seam.holders([records[pid] for pid in block], -1)
+        if self.config.auto_admit and block:
+            store = self.store
+            sealed = np.isin(store.vecs[TAIL][pids], self._sealed_codes) & (store.vecs[POOL][pids] != self._pooled)
+            for pid in pids[sealed].tolist():
+                if pid in records:
                     self.morph.admit(pid)
-        for pid in reversed(block):
-            self.collector.collect(pid)
+        if block:
+            self.collector.collect_many(pids[::-1])
         self.readers.retire_if_idle(reader)
 
     # -- append -----------------------------------------------------------------------------------
@@ -290,8 +294,8 @@ class Sequences:
         def events(pending: list[Pending]) -> None:
             if len(full):
                 if not own:
-                    pipe.fire_batch("acquire", rid, full)
-                pipe.fire_batch("attach", rid, full)
+                    pipe.fire_batch("acquire", rid, full, distinct=True)
+                pipe.fire_batch("attach", rid, full, distinct=True)
                 if not own:
                     counts = [self.store.rp_value(LPIN, rid, pid) for pid in lease.pages]
                     more = full[[c > 1 for c in counts]]
@@ -306,7 +310,7 @@ class Sequences:
                 self._events(reader, len(lease.pages) * self.C, part.tokens, None, pending)  # type: ignore[union-attr]
 
         self._transaction(events)
-        self.seam.holders([self.pages.get(pid) for pid in lease.pages], 1)
+        self.seam.holders([self.pages.records[pid] for pid in lease.pages], 1)
         if extra:
             rec = self.pages.get(reader.block[-1])
             self.storage.data.write_prefix(rec.gpu_slot, extra, part.payload)  # type: ignore[union-attr]

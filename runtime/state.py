@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -52,14 +53,20 @@ class RPView:
         if not self.data or not out.size:
             return out
         flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)
-        for reader in np.unique(flat_r).tolist():
+        readers = [int(flat_r[0])] if flat_r.size and flat_r[0] == flat_r[-1] and (flat_r == flat_r[0]).all() \
+            else np.unique(flat_r).tolist()
+        for reader in readers:
             row = self.data.get(reader)
             if not row:
                 continue
-            sel = np.flatnonzero(flat_r == reader)
-            get = row.get
-            init = self.init
-            flat[sel] = np.fromiter((get(q, init) for q in flat_p[sel].tolist()), dtype=np.int64, count=len(sel))
+            sel = slice(None) if len(readers) == 1 else np.flatnonzero(flat_r == reader)
+            pages = flat_p[sel].tolist()
+            try:
+                values = itemgetter(*pages)(row) if len(pages) > 1 else (row[pages[0]],)
+            except KeyError:
+                get, init = row.get, self.init
+                values = [get(q, init) for q in pages]
+            flat[sel] = values
         return out
 
 
@@ -159,8 +166,8 @@ class StateStore:
         for name in self.rp_names:
             row = self.rp[name].get(rid)
             if row:
-                for pid in list(row):
-                    self.set_rp(name, rid, pid, self.init[name])
+                pids = list(row)
+                self.set_rp_row(name, rid, pids, [self.init[name]] * len(pids))
             self.rp[name].pop(rid, None)
         for name in self.reader_names:
             if self.rcols[name][rid] != self.init[name]:
@@ -271,12 +278,38 @@ class StateStore:
         init = self.init[name]
         table = self.rp[name]
         row = table.get(rid)
+        if row is None:
+            row = table[rid] = {}
+        get = row.get
+        olds = [get(pid, init) for pid in pids]
+        if self.journal is not None:
+            self.journal.append(("RP", name, rid, pids, olds))
+        if init in values:
+            for pid, value in zip(pids, values, strict=True):
+                if value == init:
+                    row.pop(pid, None)
+                else:
+                    row[pid] = value
+        else:
+            row.update(zip(pids, values, strict=True))
+        if not row:
+            del table[rid]
         rev = self.rev.get(name)
-        if self.journal is None and rev is None and not (row and len(row)) and init not in values:
-            table[rid] = dict(zip(pids, values, strict=True))  # a fresh row: the common case
-            return
-        for pid, value in zip(pids, values, strict=True):
-            self.set_rp(name, rid, pid, value)
+        if rev is not None:
+            for pid, old, value in zip(pids, olds, values, strict=True):
+                if (old == init) == (value == init):
+                    continue
+                if value == init:
+                    holders = rev[pid]
+                    holders.discard(rid)
+                    if not holders:
+                        del rev[pid]
+                else:
+                    holders = rev.get(pid)
+                    if holders is None:
+                        rev[pid] = {rid}
+                    else:
+                        holders.add(rid)
 
     # -- transactions -----------------------------------------------------------------------------
     def begin(self) -> int:
@@ -317,6 +350,9 @@ class StateStore:
             elif kind == "rp":
                 self.set_rp(entry[1], entry[2], entry[3], entry[4])
                 restored.append(("rp", entry[1], (entry[2], entry[3])))
+            elif kind == "RP":
+                self.set_rp_row(entry[1], entry[2], entry[3], entry[4])
+                restored.append(("rp", entry[1], (entry[2], np.asarray(entry[3], dtype=np.int64))))
             elif kind == "alloc_page":
                 del self.live_pages[entry[1]]
                 self.free_page_ids.append(entry[1])

@@ -1,0 +1,219 @@
+"""Quantifiers over a reader's pages, maintained incrementally instead of re-evaluated per guard.
+
+``open`` asks ``next_block_free(r)`` (every page of r's block table lies below r's frontier) each time
+a sequence crosses a page boundary; evaluated afresh that is one body per page of the block table,
+quadratic over a long prefill.  A *tracked* reduction ``all(body(r, q) for q in pages of r)`` keeps,
+per reader it was asked about, the set of pages where the body is false::
+
+    fails[r] = {q in r's pages : not body(r, q)}        value = fails[r] is empty
+
+After each firing the pipeline calls ``after``; what the event wrote decides what is re-evaluated:
+
+    wrote x[r, p] that the body or the domain reads      page p of reader r
+    wrote x[p] that the body reads                       page p of every tracked reader holding it
+    wrote x[r] that the body reads                       the failing pages of r, if the event keeps
+                                                         every other page's body true (Z3, preserve.py);
+                                                         else r is re-evaluated on the next ask
+    wrote anything else the body reads                   everything re-evaluated on the next ask
+
+A rollback (journal restore, no events) forgets everything tracked.  ``check_integrity`` compares
+every tracked value with a fresh evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from morphcache.spec.expr import Index, Name, Reduce, walk
+from morphcache.spec.interp import compile_expr
+from morphcache.spec.vector import compile_vector
+
+from .compiler import CompiledEvent, CompiledSpec
+from .preserve import preserved
+from .state import StateStore
+
+
+class Tracked:
+    """One tracked reduction and its failing pages per reader."""
+
+    def __init__(self, cspec: CompiledSpec, name: str, node: Reduce) -> None:
+        self.name = name
+        self.node = node
+        self.body = compile_expr(node.body)
+        self.vbody = compile_vector(node.body)
+        dom = cspec.domains[node.domain]
+        self.domain_vars = dom.vars
+        self.var = node.var
+        scopes = cspec.scopes
+        self.page_reads: set[str] = set()
+        self.reader_reads: set[str] = set()
+        self.rp_reads: set[str] = set(dom.vars)
+        self.other_reads: set[str] = set()
+        for n in walk(node.body):
+            if not isinstance(n, Index):
+                continue
+            args = [a.name if isinstance(a, Name) else None for a in n.args]
+            scope = scopes.get(n.name)
+            if scope == "page" and args == [self.var]:
+                self.page_reads.add(n.name)
+            elif scope == "reader" and args == ["r"]:
+                self.reader_reads.add(n.name)
+            elif scope == "reader_page" and args == ["r", self.var]:
+                self.rp_reads.add(n.name)
+            else:
+                self.other_reads.add(n.name)
+        self.fails: dict[int, dict[int, None]] = {}
+
+
+class Incremental:
+    """Every tracked reduction of a compiled spec, maintained after each firing."""
+
+    def __init__(self, cspec: CompiledSpec, store: StateStore, names: dict[str, Any]) -> None:
+        self.cspec = cspec
+        self.store = store
+        self.names = names
+        self.tracked = {name: Tracked(cspec, name, node) for name, node in cspec.tracked.items()}
+        kinds = cspec.memo.get("incremental")
+        if kinds is None:
+            kinds = cspec.memo["incremental"] = {ev.name: self._actions(ev) for ev in cspec.events.values()}
+        self.actions: dict[str, list[tuple[Tracked, str, bool]]] = {
+            name: [(self.tracked[t], kind, keeps) for t, kind, keeps in acts]  # type: ignore[attr-defined]
+            for name, acts in kinds.items()}
+
+    def _actions(self, ev: CompiledEvent) -> list[tuple[str, str, bool]]:
+        """``(tracked, what, keeps)`` for each tracked reduction ``ev`` can change: what it wrote
+        ("rp", "page", "reader" or "all") and, for "reader", whether it keeps other pages' bodies."""
+        own = {"page": "p", "reader": "r"}.get(ev.scope, "r,p")
+        writes = [(ev.owner, own)] + [(e.target, e.index) for e in ev.effects]
+        out = []
+        for t in self.tracked.values():
+            kinds = set()
+            for name, index in writes:
+                if name in t.rp_reads and index == "r,p":
+                    kinds.add("rp")
+                elif name in t.page_reads and index == "p":
+                    kinds.add("page")
+                elif name in t.reader_reads and index == "r":
+                    kinds.add("reader")
+                elif name in t.rp_reads | t.page_reads | t.reader_reads | t.other_reads:
+                    kinds.add("all")
+            for kind in sorted(kinds):
+                keeps = kind == "reader" and preserved(self.cspec, ev, t.node, other_pages_only=True)
+                out.append((t.name, kind, keeps))
+        return out
+
+    # -- values -----------------------------------------------------------------------------------
+    def value(self, name: str, rid: Any) -> Any:
+        """The tracked reduction ``name`` for reader ``rid`` (an id, or an array of ids)."""
+        t = self.tracked[name]
+        if isinstance(rid, np.ndarray):
+            return np.fromiter((self.value(name, int(x)) for x in rid.tolist()), dtype=bool, count=len(rid))
+        fails = t.fails.get(rid)
+        if fails is None:
+            fails = t.fails[rid] = {}
+            for q in list(self._domain(t, rid)):
+                if not self._holds(t, rid, q):
+                    fails[q] = None
+        return not fails
+
+    def _domain(self, t: Tracked, rid: int) -> Iterable[int]:
+        return self.store.pages_of(t.domain_vars, rid)
+
+    def _holds(self, t: Tracked, rid: int, q: int) -> bool:
+        n = self.names
+        n["r"] = rid
+        n[t.var] = q
+        return bool(t.body(n, self.store.arrays))
+
+    def _recheck(self, t: Tracked, rid: int, q: int) -> None:
+        fails = t.fails.get(rid)
+        if fails is None:
+            return
+        in_domain = any(q in self.store.rp_row(v, rid) for v in t.domain_vars)
+        if in_domain and not self._holds(t, rid, q):
+            fails[q] = None
+        else:
+            fails.pop(q, None)
+
+    def _recheck_many(self, t: Tracked, rid: int, pids: list[int]) -> None:
+        """``_recheck`` of many pages of one reader, the bodies by the vector backend."""
+        fails = t.fails.get(rid)
+        if fails is None:
+            return
+        if len(pids) < 32:
+            for q in pids:
+                self._recheck(t, rid, q)
+            return
+        rows = [self.store.rp_row(v, rid) for v in t.domain_vars]
+        names = dict(self.names, r=rid)
+        names[t.var] = np.asarray(pids, dtype=np.int64)
+        holds = np.broadcast_to(np.asarray(t.vbody(names, self.store.varrays), dtype=bool), (len(pids),)).tolist()
+        for q, ok in zip(pids, holds, strict=True):
+            if not ok and any(q in row for row in rows):
+                fails[q] = None
+            else:
+                fails.pop(q, None)
+
+    # -- maintenance ------------------------------------------------------------------------------
+    def after(self, ev: CompiledEvent, r: Any, p: Any) -> None:
+        """Bring every tracked reduction up to date after ``ev`` fired for ``r`` on ``p`` (ids or arrays)."""
+        actions = self.actions.get(ev.name)
+        if not actions:
+            return
+        saved_r, saved_p = self.names.get("r"), self.names.get("p")
+        ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
+        rs = r.tolist() if isinstance(r, np.ndarray) else [r] * max(len(ps), 1)
+        for t, kind, keeps in actions:
+            if not t.fails:
+                continue
+            if kind == "all":
+                t.fails.clear()
+                continue
+            todo: dict[int, list[int]] = {}
+            if kind == "rp":
+                for rid, pid in zip(rs, ps, strict=True):
+                    if rid in t.fails:
+                        todo.setdefault(rid, []).append(pid)
+            elif kind == "page":
+                for pid in ps:
+                    for holder in self.store.readers_at(t.domain_vars, pid):
+                        if holder in t.fails:
+                            todo.setdefault(holder, []).append(pid)
+            else:  # a reader value the body reads changed
+                own: dict[int, list[int]] = {}
+                for rid, pid in zip(rs, ps or [None] * len(rs), strict=True):
+                    if rid in t.fails:
+                        own.setdefault(rid, [])
+                        if pid is not None:
+                            own[rid].append(pid)
+                for rid, pids in own.items():
+                    if keeps:  # other pages keep a true body: recheck the false ones and its own pages
+                        todo[rid] = list(dict.fromkeys(list(t.fails[rid]) + pids))
+                    else:
+                        del t.fails[rid]
+            for rid, pids in todo.items():
+                self._recheck_many(t, rid, pids)
+        self.names["r"], self.names["p"] = saved_r, saved_p
+
+    def forget_all(self) -> None:
+        """Drop every tracked value (after a rollback restored values without events)."""
+        for t in self.tracked.values():
+            t.fails.clear()
+
+    def forget_reader(self, rid: int) -> None:
+        """Drop what is tracked for a retired reader (its id may be reused)."""
+        for t in self.tracked.values():
+            t.fails.pop(rid, None)
+
+    def stale(self) -> list[str]:
+        """Tracked values that disagree with a fresh evaluation (for check_integrity)."""
+        out = []
+        for t in self.tracked.values():
+            for rid, fails in list(t.fails.items()):
+                fresh = {q for q in self._domain(t, rid) if not self._holds(t, rid, q)}
+                if fresh != set(fails):
+                    out.append(f"tracked {t.name} of reader #{rid}: failing pages {sorted(fails)}, fresh {sorted(fresh)}")
+        return out
