@@ -215,5 +215,6 @@ class Incremental:
             for rid, fails in list(t.fails.items()):
                 fresh = {q for q in self._domain(t, rid) if not self._holds(t, rid, q)}
                 if fresh != set(fails):
-                    out.append(f"tracked {t.name} of reader #{rid}: failing pages {sorted(fails)}, fresh {sorted(fresh)}")
+                    out.append(f"tracked {t.name} of reader #{rid}: failing pages {sorted(fails)}, "
+                               f"fresh {sorted(fresh)}")
         return out

@@ -49,7 +49,6 @@ from .store import MemoryPageStore, PageStore
 from .tiering import TierMover
 from .tiers import DiskTier, HostTier, SlotPool, Storage
 
-
 _LOADED: dict[tuple[str, float], Spec] = {}
 _COMPILED: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[Spec, CompiledSpec]] = {}
 
