@@ -76,12 +76,11 @@ class Incremental:
         self.store = store
         self.names = names
         self.tracked = {name: Tracked(cspec, name, node) for name, node in cspec.tracked.items()}
-        kinds = cspec.memo.get("incremental")
+        kinds: Any = cspec.memo.get("incremental")
         if kinds is None:
             kinds = cspec.memo["incremental"] = {ev.name: self._actions(ev) for ev in cspec.events.values()}
         self.actions: dict[str, list[tuple[Tracked, str, bool]]] = {
-            name: [(self.tracked[t], kind, keeps) for t, kind, keeps in acts]  # type: ignore[attr-defined]
-            for name, acts in kinds.items()}
+            name: [(self.tracked[t], kind, keeps) for t, kind, keeps in acts] for name, acts in kinds.items()}
 
     def _actions(self, ev: CompiledEvent) -> list[tuple[str, str, bool]]:
         """``(tracked, what, keeps)`` for each tracked reduction ``ev`` can change: what it wrote

@@ -305,11 +305,11 @@ class StateStore:
                     if not holders:
                         del rev[pid]
                 else:
-                    holders = rev.get(pid)
-                    if holders is None:
+                    found = rev.get(pid)
+                    if found is None:
                         rev[pid] = {rid}
                     else:
-                        holders.add(rid)
+                        found.add(rid)
 
     # -- transactions -----------------------------------------------------------------------------
     def begin(self) -> int:
