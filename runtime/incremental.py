@@ -11,10 +11,12 @@ After each firing the pipeline calls ``after``; what the event wrote decides wha
 
     wrote x[r, p] that the body or the domain reads      page p of reader r
     wrote x[p] that the body reads                       page p of every tracked reader holding it
-    wrote x[r] that the body reads                       the failing pages of r, if the event keeps
-                                                         every other page's body true (Z3, preserve.py);
-                                                         else r is re-evaluated on the next ask
+    wrote x[r] that the body reads                       every page of r (r re-evaluated on the next ask)
     wrote anything else the body reads                   everything re-evaluated on the next ask
+
+and of those pages only the failing ones when the event keeps every true body true (``keep_all``,
+proved pointwise with Z3 by preserve.py), or the failing ones and its own page when it keeps every
+other page's (``keep_other``).
 
 A rollback (journal restore, no events) forgets everything tracked.  ``check_integrity`` compares
 every tracked value with a fresh evaluation.
@@ -79,12 +81,13 @@ class Incremental:
         kinds: Any = cspec.memo.get("incremental")
         if kinds is None:
             kinds = cspec.memo["incremental"] = {ev.name: self._actions(ev) for ev in cspec.events.values()}
-        self.actions: dict[str, list[tuple[Tracked, str, bool]]] = {
-            name: [(self.tracked[t], kind, keeps) for t, kind, keeps in acts] for name, acts in kinds.items()}
+        self.actions: dict[str, list[tuple[Tracked, str, bool, bool]]] = {
+            name: [(self.tracked[t], kind, all_, other) for t, kind, all_, other in acts]
+            for name, acts in kinds.items()}
 
-    def _actions(self, ev: CompiledEvent) -> list[tuple[str, str, bool]]:
-        """``(tracked, what, keeps)`` for each tracked reduction ``ev`` can change: what it wrote
-        ("rp", "page", "reader" or "all") and, for "reader", whether it keeps other pages' bodies."""
+    def _actions(self, ev: CompiledEvent) -> list[tuple[str, str, bool, bool]]:
+        """``(tracked, what, keep_all, keep_other)`` for each tracked reduction ``ev`` can change: what it
+        wrote ("rp", "page", "reader" or "all") and what it is proved to keep true (see the module doc)."""
         own = {"page": "p", "reader": "r"}.get(ev.scope, "r,p")
         writes = [(ev.owner, own)] + [(e.target, e.index) for e in ev.effects]
         out = []
@@ -99,9 +102,11 @@ class Incremental:
                     kinds.add("reader")
                 elif name in t.rp_reads | t.page_reads | t.reader_reads | t.other_reads:
                     kinds.add("all")
-            for kind in sorted(kinds):
-                keeps = kind == "reader" and preserved(self.cspec, ev, t.node, other_pages_only=True)
-                out.append((t.name, kind, keeps))
+            if not kinds:
+                continue
+            keep_all = preserved(self.cspec, ev, t.node)
+            keep_other = keep_all or preserved(self.cspec, ev, t.node, other_pages_only=True)
+            out += [(t.name, kind, keep_all, keep_other) for kind in sorted(kinds)]
         return out
 
     # -- values -----------------------------------------------------------------------------------
@@ -158,43 +163,45 @@ class Incremental:
 
     # -- maintenance ------------------------------------------------------------------------------
     def after(self, ev: CompiledEvent, r: Any, p: Any) -> None:
-        """Bring every tracked reduction up to date after ``ev`` fired for ``r`` on ``p`` (ids or arrays)."""
+        """Bring every tracked reduction up to date after ``ev`` fired for ``r`` on ``p`` (ids or arrays;
+        an id ``r`` with an array ``p``: one reader on many pages)."""
         actions = self.actions.get(ev.name)
         if not actions:
             return
         saved_r, saved_p = self.names.get("r"), self.names.get("p")
         ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
-        rs = r.tolist() if isinstance(r, np.ndarray) else [r] * max(len(ps), 1)
-        for t, kind, keeps in actions:
+        by_reader: dict[Any, list[int]]
+        if isinstance(r, np.ndarray):
+            by_reader = {}
+            for rid, pid in zip(r.tolist(), ps, strict=True):
+                by_reader.setdefault(rid, []).append(pid)
+        else:
+            by_reader = {r: ps}
+        for t, kind, keep_all, keep_other in actions:
             if not t.fails:
                 continue
             if kind == "all":
                 t.fails.clear()
                 continue
             todo: dict[int, list[int]] = {}
-            if kind == "rp":
-                for rid, pid in zip(rs, ps, strict=True):
-                    if rid in t.fails:
-                        todo.setdefault(rid, []).append(pid)
-            elif kind == "page":
+            if kind == "page":
                 for pid in ps:
                     for holder in self.store.readers_at(t.domain_vars, pid):
                         if holder in t.fails:
                             todo.setdefault(holder, []).append(pid)
-            else:  # a reader value the body reads changed
-                own: dict[int, list[int]] = {}
-                for rid, pid in zip(rs, ps or [None] * len(rs), strict=True):
-                    if rid in t.fails:
-                        own.setdefault(rid, [])
-                        if pid is not None:
-                            own[rid].append(pid)
-                for rid, pids in own.items():
-                    if keeps:  # other pages keep a true body: recheck the false ones and its own pages
-                        todo[rid] = list(dict.fromkeys(list(t.fails[rid]) + pids))
-                    else:
-                        del t.fails[rid]
+            else:
+                todo = {rid: pids for rid, pids in by_reader.items() if rid in t.fails}
             for rid, pids in todo.items():
-                self._recheck_many(t, rid, pids)
+                fails = t.fails[rid]
+                if keep_all:  # true bodies stay true: only the failing pages can change
+                    pids = list(fails) if kind == "reader" else [q for q in pids if q in fails]
+                elif kind == "reader":
+                    if not keep_other:
+                        del t.fails[rid]
+                        continue
+                    pids = list(dict.fromkeys(list(fails) + pids))
+                if pids:
+                    self._recheck_many(t, rid, pids)
         self.names["r"], self.names["p"] = saved_r, saved_p
 
     def forget_all(self) -> None:

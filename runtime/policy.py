@@ -109,7 +109,9 @@ class LRUPolicy(EvictionPolicy):
 
     ``propose`` yields from ordered dicts kept up to date by the notifications: O(1) per
     notification (each page's queue is remembered), no scan per decision beyond the proposals the
-    runtime consumes.
+    runtime consumes.  A page whose holders or pool membership changed is re-placed when the next
+    decision needs the queues (a prefix attached and freed between two decisions costs nothing);
+    re-placing appends it, as an immediate move would.
     """
 
     name = "lru"
@@ -120,6 +122,17 @@ class LRUPolicy(EvictionPolicy):
             "pool": OrderedDict(),
         }
         self.where: dict[int, str] = {}  # page -> its tier queue
+        self.metas: dict[int, PageMeta] = {}
+        self.dirty: set[int] = set()  # pages whose holders or pool membership changed since the last decision
+
+    def _flush(self) -> None:
+        if self.dirty:
+            metas = self.metas
+            for page in self.dirty:
+                meta = metas.get(page)
+                if meta is not None:
+                    self._place(meta)
+            self.dirty.clear()
 
     @staticmethod
     def _queue(meta: PageMeta) -> str | None:
@@ -147,6 +160,7 @@ class LRUPolicy(EvictionPolicy):
             pool.pop(page, None)
 
     def on_insert(self, meta: PageMeta) -> None:
+        self.metas[meta.page] = meta
         self._place(meta)
 
     def on_access(self, meta: PageMeta, now: int) -> None:
@@ -169,13 +183,15 @@ class LRUPolicy(EvictionPolicy):
         deque(map(pool.move_to_end, [m.page for m in metas if m.pooled and m.page in pool]), maxlen=0)
 
     def on_update(self, meta: PageMeta) -> None:
-        self._place(meta)
+        self.metas[meta.page] = meta
+        self.dirty.add(meta.page)
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
-        for meta in metas:
-            self._place(meta)
+        self.dirty.update(m.page for m in metas)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
+        self.metas[meta.page] = meta
+        self.dirty.discard(meta.page)
         self._place(meta)
 
     def on_remove(self, meta: PageMeta) -> None:
@@ -183,8 +199,11 @@ class LRUPolicy(EvictionPolicy):
         if queue is not None:
             del self.order[queue][meta.page]
         self.order["pool"].pop(meta.page, None)
+        self.metas.pop(meta.page, None)
+        self.dirty.discard(meta.page)
 
     def propose(self, decision: str) -> Iterator[int]:
+        self._flush()
         names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
         seen: set[int] = set()
         for name in names:
