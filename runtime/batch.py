@@ -276,14 +276,19 @@ class VectorFiring:
         idx = np.flatnonzero(mask)
         if not len(idx):
             return
-        pids = self.p[idx]
+        pids = self.p if len(idx) == self.count else self.p[idx]
+        pid_list = pids.tolist()
         rids = None if self.r is None else (self.r if plan.shape == "one" else self.r[idx])
-        pipe.write_many(ev.owner, ev.scope, rids, pids, np.full(len(idx), ev.target, dtype=np.int64))
+        pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)
         for eff, value in zip(ev.effects, values, strict=True):
             if eff.scope == "reader" and plan.shape == "one":
-                pipe.write_many(eff.target, "reader", rids, None, value[idx][-1:])
+                pipe.write_many(eff.target, "reader", rids, None, int(value[-1]))
+                continue
+            vals = value if len(idx) == self.count else value[idx]
+            if len(vals) > 8 and vals[0] == vals[-1] and vals.min() == vals.max():
+                pipe.write_many(eff.target, eff.scope, rids, pids, int(vals[0]), pid_list)  # one value for all
             else:
-                pipe.write_many(eff.target, eff.scope, rids, pids, value[idx])
+                pipe.write_many(eff.target, eff.scope, rids, pids, vals, pid_list)
         pipe.names.inc.after(ev, rids, pids)
         pipe.fired[ev.name] += len(idx)
 

@@ -83,12 +83,12 @@ class LeaseBook:
                                      distinct=True)
             except GuardRefused as exc:
                 raise StaleLeaseError(f"lease #{lease.lease_id}: page {exc.page} failed re-validation: {exc}") from exc
-        recs = [self.pages.records[pid] for pid in pinned]
-        slots = tuple(rec.gpu_slot for rec in recs)
+        records = self.pages.records
+        slots = tuple(records[pid].gpu_slot for pid in pinned)
         gens = lease.generations + ((lease.tail_generation,) if lease.tail_generation is not None else ())
         data = tuple(self.storage.data.read(s) for s in slots) if payloads else None
         self.seam.tick()
-        self.seam.accessed(recs)
+        self.seam.accessed(pinned)
         return ReadView(lease.lease_id, slots, gens, data)  # type: ignore[arg-type]
 
     def release(self, lease: Lease) -> None:

@@ -100,8 +100,7 @@ class Lookups:
         blocking = ({self.objects[k] for k, _ in self.search.blocking(masks, nominal)} if eff < nominal else set())
         self.metrics.lookup(len(tokens), nominal, eff, blocking)
         self.seam.tick()
-        records = self.pages.records
-        self.seam.accessed([records[pid] for pid in hit.pages])
+        self.seam.accessed(hit.pages)
         if nominal == 0:
             self.metrics.misses += 1
             return Miss()

@@ -90,8 +90,8 @@ class RuntimeNames:
             def page_readers_indexed(n: Mapping[str, Any]) -> Iterable[int]:
                 k = n[key]  # type: ignore[index]
                 if isinstance(k, np.ndarray):
-                    return _union(rev.get(x) or () for x in np.unique(k).tolist())
-                return rev.get(k) or ()
+                    return _union(_holders(rev.get(x)) for x in np.unique(k).tolist())
+                return _holders(rev.get(k))
 
             return page_readers_indexed
         return page_readers
@@ -170,3 +170,10 @@ def _union(parts: Iterable[Iterable[int]]) -> list[int]:
     for part in parts:
         out.update(dict.fromkeys(part))
     return list(out)
+
+
+def _holders(found: Any) -> Iterable[int]:
+    """The readers a reverse-index entry names (an id, a set of ids, or nothing)."""
+    if found is None:
+        return ()
+    return (found,) if found.__class__ is int else found

@@ -10,14 +10,64 @@ state store, the payload in the tiers).
 A page's parent is the page at the block before it in the sequence that wrote it; its chain hash is
 set when it is sealed.  Children keep their parent alive (the collector never forgets a page with
 live children), so every live page's chain of ancestors exists.
+
+The metadata the runtime updates for many pages at once (``last_use``, ``uses``, ``holders``: a
+lookup touches its whole hit, an attach a whole prefix) lives in numpy columns; a live page's
+``PageMeta`` reads them, so a policy sees the current values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
 
 from .errors import UnknownPageError
 from .policy import PageMeta
+
+
+class MetaColumns:
+    """``last_use``, ``uses`` and ``holders`` of every page id."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.last_use = np.zeros(capacity, dtype=np.int64)
+        self.uses = np.zeros(capacity, dtype=np.int64)
+        self.holders = np.zeros(capacity, dtype=np.int64)
+
+    def ensure(self, pid: int) -> None:
+        """Room for page id ``pid``."""
+        size = len(self.uses)
+        if pid >= size:
+            new = max(2 * size, pid + 1)
+            for name in ("last_use", "uses", "holders"):
+                col = np.zeros(new, dtype=np.int64)
+                col[:size] = getattr(self, name)
+                setattr(self, name, col)
+
+
+def _column(name: str) -> Any:
+    def get(self: LivePageMeta) -> int:
+        return int(getattr(self.cols, name)[self.page])
+
+    def put(self: LivePageMeta, value: int) -> None:
+        getattr(self.cols, name)[self.page] = value
+
+    return property(get, put)
+
+
+class LivePageMeta(PageMeta):
+    """A live page's PageMeta: ``last_use``, ``uses`` and ``holders`` read from the columns."""
+
+    __slots__ = ("cols",)
+    last_use = _column("last_use")  # type: ignore[assignment]
+    uses = _column("uses")  # type: ignore[assignment]
+    holders = _column("holders")  # type: ignore[assignment]
+
+    def __init__(self, cols: MetaColumns, page: int, depth: int, **kwargs: Any) -> None:
+        cols.ensure(page)
+        self.cols = cols
+        super().__init__(page, depth, **kwargs)
 
 
 class PageRecord:
@@ -43,10 +93,23 @@ class PageRecord:
 
 
 class PageDirectory:
-    """The records of every live page, by id."""
+    """The records of every live page, by id, and their metadata columns."""
 
     def __init__(self) -> None:
         self.records: dict[int, PageRecord] = {}
+        self.metas: dict[int, PageMeta] = {}
+        self.cols = MetaColumns()
+
+    def meta(self, pid: int, depth: int, **kwargs: Any) -> LivePageMeta:
+        """A fresh PageMeta for page ``pid`` (its columns reset)."""
+        self.cols.ensure(pid)
+        for col in (self.cols.last_use, self.cols.uses, self.cols.holders):
+            col[pid] = 0
+        return LivePageMeta(self.cols, pid, depth, **kwargs)
+
+    def metas_of(self, pids: Iterable[int]) -> list[PageMeta]:
+        """The PageMeta of each of ``pids`` (live pages)."""
+        return list(map(self.metas.__getitem__, pids))
 
     def __len__(self) -> int:
         return len(self.records)
@@ -60,12 +123,14 @@ class PageDirectory:
     def add(self, record: PageRecord) -> None:
         """Register a new page record (its id was just allocated in the state store)."""
         self.records[record.pid] = record
+        self.metas[record.pid] = record.meta
         if record.parent >= 0:
             self.records[record.parent].children += 1
 
     def remove(self, pid: int) -> PageRecord:
         """Forget a page record (and its link to its parent)."""
         record = self.records.pop(pid)
+        del self.metas[pid]
         parent = self.records.get(record.parent)
         if parent is not None:
             parent.children -= 1

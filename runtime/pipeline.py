@@ -179,9 +179,10 @@ class Pipeline:
             self._write(name, scope, index, value)
         self.names.inc.after(ev, r, p)
 
-    def write_many(self, name: str, scope: str, rids: Any, pids: np.ndarray | None, values: np.ndarray) -> None:
-        """Apply one name's values of a batch: at ``pids`` (distinct), for reader ``rids`` (one id or one
-        per page)."""
+    def write_many(self, name: str, scope: str, rids: Any, pids: np.ndarray | None, values: np.ndarray | int,
+                   pid_list: list[int] | None = None) -> None:
+        """Apply one name's values of a batch: at ``pids`` (distinct; ``pid_list`` the same as a list), for
+        reader ``rids`` (one id or one per page); ``values`` one per page or one for all."""
         store = self.store
         if scope == "page":
             assert pids is not None
@@ -191,15 +192,17 @@ class Pipeline:
             if isinstance(rids, np.ndarray):
                 store.set_readers(name, rids, values)
             else:
-                store.set_reader(name, int(rids), int(values[-1]))
+                store.set_reader(name, int(rids), values if isinstance(values, int) else int(values[-1]))
             index = rids
         else:
             assert pids is not None
+            pid_list = pids.tolist() if pid_list is None else pid_list
             if isinstance(rids, np.ndarray):
-                for rid, pid, value in zip(rids.tolist(), pids.tolist(), values.tolist(), strict=True):
+                vals = [values] * len(pid_list) if isinstance(values, int) else values.tolist()
+                for rid, pid, value in zip(rids.tolist(), pid_list, vals, strict=True):
                     store.set_rp(name, rid, pid, value)
             else:
-                store.set_rp_row(name, int(rids), pids.tolist(), values.tolist())
+                store.set_rp_row(name, int(rids), pid_list, values if isinstance(values, int) else values.tolist())
             index = (rids, pids)
         watchers = self.watchers.get(name)
         if watchers:

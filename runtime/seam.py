@@ -16,7 +16,9 @@ skipped.  The policy can lose performance; it can never make a step the spec for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
@@ -46,25 +48,27 @@ class PolicySeam:
         rec.meta.created = rec.meta.last_use = self.now
         self.policy.on_insert(rec.meta)
 
-    def accessed(self, recs: Iterable[PageRecord]) -> None:
-        """Pages were hit by a lookup, read or written at the current tick."""
+    def accessed(self, pids: Sequence[int]) -> None:
+        """Pages were hit by a lookup, read or written at the current tick (distinct ids)."""
+        if not pids:
+            return
         now = self.now
-        metas = [rec.meta for rec in recs]
-        for meta in metas:
-            meta.last_use = now
-            meta.uses += 1
-        self.policy.on_access_many(metas, now)
+        cols = self.pages.cols
+        idx = np.fromiter(pids, dtype=np.int64, count=len(pids))
+        cols.last_use[idx] = now
+        cols.uses[idx] += 1
+        self.policy.on_access_many(self.pages.metas_of(pids), now)
 
     def updated(self, rec: PageRecord) -> None:
         """Something other than the tier changed in the page's metadata."""
         self.policy.on_update(rec.meta)
 
-    def holders(self, recs: Iterable[PageRecord], delta: int) -> None:
-        """Pages joined (``delta`` 1) or left (-1) a live sequence's block table."""
-        metas = [rec.meta for rec in recs]
-        for meta in metas:
-            meta.holders += delta
-        self.policy.on_update_many(metas)
+    def holders(self, pids: Sequence[int], delta: int) -> None:
+        """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids)."""
+        if not pids:
+            return
+        self.pages.cols.holders[np.fromiter(pids, dtype=np.int64, count=len(pids))] += delta
+        self.policy.on_update_many(self.pages.metas_of(pids))
 
     def moved(self, rec: PageRecord, tier: str) -> None:
         """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""

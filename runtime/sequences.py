@@ -30,7 +30,6 @@ from .lease import Lease
 from .morphology import Morphology
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
-from .policy import PageMeta
 from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
 from .tiering import TierMover
@@ -115,7 +114,7 @@ class Sequences:
         reader.block = []
         reader.slide_next = 0
         records = self.pages.records
-        self.seam.holders([records[pid] for pid in block], -1)
+        self.seam.holders(block, -1)
         if self.config.auto_admit and block:
             store = self.store
             sealed = np.isin(store.vecs[TAIL][pids], self._sealed_codes) & (store.vecs[POOL][pids] != self._pooled)
@@ -233,7 +232,7 @@ class Sequences:
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
         assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
         pid = self.store.alloc_page()
-        meta = PageMeta(pid, len(block), session=reader.session, task=reader.task, bytes=self.page_bytes)
+        meta = self.pages.meta(pid, len(block), session=reader.session, task=reader.task, bytes=self.page_bytes)
         rec = PageRecord(pid, parent, parent_hash, meta)
         self.pages.add(rec)
         self._undo.append(lambda: _none(self.pages.remove(pid)))
@@ -252,7 +251,7 @@ class Sequences:
         fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.tokens]
         for rec in fresh:
             self.seam.inserted(rec)
-            self.seam.holders([rec], 1)
+        self.seam.holders([rec.pid for rec in fresh], 1)
         self.seam.tick()
         for rec, fill, toks, kinds in pending:
             write(rec.gpu_slot, rec.depth, fill, toks)
@@ -261,7 +260,7 @@ class Sequences:
             meta.tokens = len(rec.tokens)
             if kinds is not None and any(kinds):
                 meta.types = meta.types | {k for k in kinds if k}
-            self.seam.accessed([rec])
+            self.seam.accessed([rec.pid])
             if len(rec.tokens) == self.C:
                 self._sealed(rec)
 
@@ -310,7 +309,7 @@ class Sequences:
                 self._events(reader, len(lease.pages) * self.C, part.tokens, None, pending)  # type: ignore[union-attr]
 
         self._transaction(events)
-        self.seam.holders([self.pages.records[pid] for pid in lease.pages], 1)
+        self.seam.holders(lease.pages, 1)
         if extra:
             rec = self.pages.get(reader.block[-1])
             self.storage.data.write_prefix(rec.gpu_slot, extra, part.payload)  # type: ignore[union-attr]

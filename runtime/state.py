@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -84,7 +85,8 @@ class StateStore:
         self.rcols: dict[str, Any] = {}
         self.rvecs: dict[str, np.ndarray] = {}
         self.rp: dict[str, dict[int, dict[int, int]]] = {name: {} for name in self.rp_names}
-        self.rev: dict[str, dict[int, set[int]]] = {name: {} for name in cspec.reverse_indexed}
+        # page -> the readers with an entry there: one reader id, or a set of two or more
+        self.rev: dict[str, dict[int, Any]] = {name: {} for name in cspec.reverse_indexed}
         self.page_cap = 0
         self.reader_cap = 0
         self.live_pages: dict[int, None] = {}
@@ -201,7 +203,9 @@ class StateStore:
         for name in names:
             rev = self.rev.get(name)
             if rev is not None:
-                out |= rev.get(pid, set())
+                found = rev.get(pid)
+                if found is not None:
+                    out |= {found} if found.__class__ is int else found
             else:
                 out.update(r for r, row in self.rp[name].items() if pid in row)
         return out
@@ -266,50 +270,76 @@ class StateStore:
         rev = self.rev.get(name)
         if rev is not None:
             if value == init:
-                holders = rev[pid]
-                holders.discard(rid)
-                if not holders:
-                    del rev[pid]
+                _unhold(rev, pid, rid)
             elif old == init:
-                rev.setdefault(pid, set()).add(rid)
+                _hold(rev, pid, rid)
 
-    def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int]) -> None:
-        """Set ``name`` of reader ``rid`` at many distinct pages."""
+    def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int] | int) -> None:
+        """Set ``name`` of reader ``rid`` at many distinct pages (``values``: one per page, or one for all)."""
         init = self.init[name]
+        if isinstance(values, int):
+            self._set_rp_row_same(name, rid, pids, values, init)
+            return
         table = self.rp[name]
-        row = table.get(rid)
-        if row is None:
-            row = table[rid] = {}
-        get = row.get
-        olds = [get(pid, init) for pid in pids]
+        found = table.get(rid)
+        fresh = not found
+        row: dict[int, int] = table.setdefault(rid, {}) if fresh else found  # type: ignore[assignment]
+        olds: list[int] = [init] * len(pids) if fresh else list(map(row.get, pids, repeat(init)))
         if self.journal is not None:
             self.journal.append(("RP", name, rid, pids, olds))
         if init in values:
-            for pid, value in zip(pids, values, strict=True):
-                if value == init:
-                    row.pop(pid, None)
-                else:
-                    row[pid] = value
+            if len(row) == len(pids) and all(v == init for v in values) and all(map(row.__contains__, pids)):
+                row.clear()  # the whole row goes back to initial (a lease released, a block table emptied)
+            else:
+                for pid, value in zip(pids, values, strict=True):
+                    if value == init:
+                        row.pop(pid, None)
+                    else:
+                        row[pid] = value
         else:
             row.update(zip(pids, values, strict=True))
         if not row:
             del table[rid]
         rev = self.rev.get(name)
         if rev is not None:
-            for pid, old, value in zip(pids, olds, values, strict=True):
-                if (old == init) == (value == init):
-                    continue
-                if value == init:
-                    holders = rev[pid]
-                    holders.discard(rid)
-                    if not holders:
-                        del rev[pid]
-                else:
-                    found = rev.get(pid)
-                    if found is None:
-                        rev[pid] = {rid}
-                    else:
-                        found.add(rid)
+            self._reindex(rev, rid, pids, olds, values, init)
+
+    def _set_rp_row_same(self, name: str, rid: int, pids: list[int], value: int, init: int) -> None:
+        table = self.rp[name]
+        found = table.get(rid)
+        fresh = not found
+        row: dict[int, int] = table.setdefault(rid, {}) if fresh else found  # type: ignore[assignment]
+        olds: list[int] = [init] * len(pids) if fresh else list(map(row.get, pids, repeat(init)))
+        if self.journal is not None:
+            self.journal.append(("RP", name, rid, pids, olds))
+        if value != init:
+            row.update(dict.fromkeys(pids, value))
+        elif len(row) == len(pids) and all(map(row.__contains__, pids)):
+            row.clear()
+        else:
+            for pid in pids:
+                row.pop(pid, None)
+        if not row:
+            del table[rid]
+        rev = self.rev.get(name)
+        if rev is not None:
+            self._reindex(rev, rid, pids, olds, [value] * len(pids), init)
+
+    @staticmethod
+    def _reindex(rev: dict[int, Any], rid: int, pids: list[int], olds: list[int], values: list[int],
+                 init: int) -> None:
+        if all(o == init for o in olds) and init not in values:  # the reader takes pages it did not hold
+            new = [pid for pid in pids if pid not in rev]
+            if len(new) == len(pids):
+                rev.update(dict.fromkeys(new, rid))  # nobody held them: one holder each
+                return
+        for pid, old, value in zip(pids, olds, values, strict=True):
+            if (old == init) == (value == init):
+                continue
+            if value == init:
+                _unhold(rev, pid, rid)
+            else:
+                _hold(rev, pid, rid)
 
     # -- transactions -----------------------------------------------------------------------------
     def begin(self) -> int:
@@ -370,3 +400,29 @@ class StateStore:
         if self.depth == 0:
             self.journal = None
         return restored
+
+
+def _hold(rev: dict[int, Any], pid: int, rid: int) -> None:
+    found = rev.get(pid)
+    if found is None:
+        rev[pid] = rid
+    elif found.__class__ is int:
+        if found != rid:
+            rev[pid] = {found, rid}
+    else:
+        found.add(rid)
+
+
+def _unhold(rev: dict[int, Any], pid: int, rid: int) -> None:
+    found = rev.get(pid)
+    if found is None:
+        return
+    if found.__class__ is int:
+        if found == rid:
+            del rev[pid]
+        return
+    found.discard(rid)
+    if len(found) == 1:
+        rev[pid] = next(iter(found))
+    elif not found:
+        del rev[pid]
