@@ -265,8 +265,7 @@ class VectorFiring:
         conj = next((c for c in ev.conjuncts if c.text == text), None)
         detail = ", ".join(pipe.values(conj.reads, r, p)) if conj is not None else ""
         cls = pipe.refusal_class(conj.reads if conj is not None else frozenset(), r, p)
-        return cls(ev.name, p, pipe._block(p), pipe.describe(r), ev.guard_text, text,
-                   f"at firing {k} of a batch of {self.count}" + (f"; {detail}" if detail else ""))
+        return cls(ev.name, p, pipe._block(p), pipe.describe(r), ev.guard_text, text, detail)
 
     def _apply(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
         pipe, ev, plan = self.pipe, self.ev, self.plan
@@ -291,6 +290,7 @@ class VectorFiring:
                 pipe.write_many(eff.target, eff.scope, rids, pids, vals, pid_list)
         pipe.names.inc.after(ev, rids, pids)
         pipe.fired[ev.name] += len(idx)
+        pipe.vector_firings += len(idx)
 
     def _apply_recorded(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
         """With recording on: the decisions and values above, applied one firing at a time so that
@@ -305,6 +305,7 @@ class VectorFiring:
                       for eff, value in zip(ev.effects, values, strict=True)]
             pipe._apply(ev, r, p, ev.target, writes)
             pipe.fired[ev.name] += 1
+            pipe.vector_firings += 1
             pipe.recorder.after(ev, r, p, None, proj)
 
 

@@ -123,6 +123,13 @@ class Incremental:
                     fails[q] = None
         return not fails
 
+    def direct(self, name: str, rid: Any) -> Any:
+        """The tracked reduction evaluated afresh, nothing kept (the general path)."""
+        t = self.tracked[name]
+        if isinstance(rid, np.ndarray):
+            return np.fromiter((self.direct(name, int(x)) for x in rid.tolist()), dtype=bool, count=len(rid))
+        return all(self._holds(t, rid, q) for q in list(self._domain(t, rid)))
+
     def _domain(self, t: Tracked, rid: int) -> Iterable[int]:
         return self.store.pages_of(t.domain_vars, rid)
 

@@ -57,7 +57,7 @@ class Lookups:
     def masks(self, pids: Sequence[int], vector: bool = True) -> list[int]:
         """Readiness bits of each page (bit k: ``ready[objects[k]]`` holds)."""
         lk = self.cspec.lookup
-        if vector and len(pids) >= VECTOR_FROM:
+        if vector and self.config.fast and len(pids) >= VECTOR_FROM:
             names = dict(self._names, p=np.asarray(pids, dtype=np.int64))
             bits = np.zeros(len(pids), dtype=np.int64)
             for k, obj in enumerate(self.objects):

@@ -30,8 +30,9 @@ from .state import EMPTY, StateStore
 class RuntimeNames:
     """One shared names mapping, re-bound for each firing (firings never nest)."""
 
-    def __init__(self, cspec: CompiledSpec, store: StateStore, page_bound: int = 1 << 20) -> None:
+    def __init__(self, cspec: CompiledSpec, store: StateStore, page_bound: int = 1 << 20, fast: bool = True) -> None:
         self.cspec = cspec
+        self.fast = fast
         self.store = store
         self.n: dict[str, Any] = dict(cspec.constants)
         self.n["pages"] = page_bound
@@ -110,7 +111,7 @@ class RuntimeNames:
         if self.agg_dirty and ev.reads & self.agg_contrib.keys():
             self.refresh()
         for name in self.tracked_reads[ev.name]:
-            n[name] = self.inc.value(name, r)
+            n[name] = self.inc.value(name, r) if self.fast else self.inc.direct(name, r)
             n["r"] = r
             n["p"] = p
         if ev.params:

@@ -44,7 +44,7 @@ class Pipeline:
                  page_bound: int = 1 << 20) -> None:
         self.cspec = cspec
         self.store = store
-        self.names = RuntimeNames(cspec, store, page_bound)
+        self.names = RuntimeNames(cspec, store, page_bound, fast and backend == "table")
         self.machine = MachineBackend(cspec) if backend == "machine" else None
         table = TableBackend(cspec).table  # (owner, event, source) -> target, read off the machines
         self.sources: dict[str, frozenset[int]] = {
@@ -55,6 +55,8 @@ class Pipeline:
         self.fast = fast and backend == "table"
         self.describe = describe or (lambda rid: "no reader" if rid is None else f"reader #{rid}")
         self.fired: Counter[str] = Counter()
+        self._fired_marks: list[Counter[str]] = []
+        self.vector_firings = 0  # firings decided by the vector backend (batches with a plan)
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
         self.planner = BatchPlanner(cspec)
@@ -75,12 +77,14 @@ class Pipeline:
     def begin(self) -> int:
         """Start a transaction (nestable); returns its savepoint."""
         self.recorder.mark()
+        self._fired_marks.append(self.fired.copy())
         return self.store.begin()
 
     def commit(self) -> None:
         """Keep what the innermost transaction wrote."""
         self.store.commit()
         self.recorder.unmark(keep=True)
+        self._fired_marks.pop()
 
     def rollback(self, savepoint: int) -> None:
         """Undo what the innermost transaction wrote (its recorded steps are dropped too)."""
@@ -88,6 +92,7 @@ class Pipeline:
             self.notify(name, index)
         self.names.inc.forget_all()
         self.recorder.unmark(keep=False)
+        self.fired = self._fired_marks.pop()  # the rolled-back firings did not happen
 
     # -- single firings ---------------------------------------------------------------------------
     def fire(self, name: str, r: int | None = None, p: int | None = None, *, params: Mapping[str, int] | None = None,

@@ -282,5 +282,7 @@ class TierMover:
         self.metrics.extra["recomputed_pages"] += 1
 
     def close(self) -> None:
-        """Stop the copy workers (after the copies in flight)."""
+        """Stop the copy workers (after the copies in flight) and release the disk directory."""
         self.executor.shutdown(wait=True)
+        if self.storage.disk is not None:
+            self.storage.disk.close()

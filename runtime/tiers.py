@@ -14,6 +14,7 @@ directory) is kept in ``leftovers``, counted, and deleted on a later ``sweep``.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import struct
 import tempfile
@@ -107,14 +108,31 @@ class DiskTier:
         self.dir = Path(directory)
         self.pages: set[int] = set()
         self.leftovers: set[Path] = set()  # files of pages no longer on disk that could not be deleted
+        self._lock = -1
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".probe-", dir=self.dir)
             os.close(fd)
             os.unlink(probe)
+            self._lock = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise TierError(f"disk tier directory {str(self.dir)!r} is not writable: "
                             f"{exc.strerror or exc}") from None
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock)
+            raise TierError(f"disk tier directory {str(self.dir)!r} is in use by another cache manager "
+                            "(page files would collide)") from None
+
+    def close(self) -> None:
+        """Let another manager use the directory."""
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
+
+    def __del__(self) -> None:
+        self.close()
 
     def __contains__(self, pid: object) -> bool:
         return pid in self.pages

@@ -18,7 +18,7 @@ def make_manager(tmp_path: Path) -> Iterator[Callable[..., CacheManager]]:
     made: list[CacheManager] = []
 
     def make(spec: Any = None, disk: bool = True, **overrides: Any) -> CacheManager:
-        cfg = small_config(tmp_path if disk else None, **overrides)
+        cfg = small_config(tmp_path / f"m{len(made)}" if disk else None, **overrides)  # a disk directory each
         m = CacheManager(spec, cfg)
         made.append(m)
         return m

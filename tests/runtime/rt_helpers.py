@@ -44,3 +44,31 @@ def spec_variant(tmp: Path, edits: dict[str, Any], name: str = "variant.yaml") -
 def toks(start: int, n: int) -> list[int]:
     """``n`` distinct tokens starting at ``start``."""
     return list(range(start, start + n))
+
+
+def digest(m: Any) -> dict[str, Any]:
+    """Everything observable about a manager's state, in a form two managers can be compared by: every
+    page's spec values and chain facts, every reader's spec values and block table, the live leases,
+    the pool and the counters."""
+    p = m.parts
+    store, dec = p.pipe.store, p.cspec.decode
+    pages = {}
+    for pid in sorted(m.page_ids()):
+        st = dict(m.page_state(pid))
+        meta = st.pop("meta")
+        st.update(meta_tier=meta.tier, meta_holders=meta.holders, meta_pooled=meta.pooled, meta_uses=meta.uses,
+                  meta_types=sorted(meta.types))
+        pages[pid] = st
+    readers = {}
+    for rid, rec in sorted(p.readers.by_rid.items()):
+        values: dict[str, Any] = {n: dec(n, store.reader(n, rid)) for n in store.reader_names}
+        for n in store.rp_names:
+            values[n] = {q: dec(n, v) for q, v in sorted(store.rp_row(n, rid).items())}
+        readers[rid] = (rec.name, tuple(rec.block), values)
+    leases = sorted((lease.reader, lease.pages, lease.generations, lease.tokens, -1 if lease.tail is None else lease.tail)
+                    for lease in p.leases.leases.values())
+    snap = m.metrics()
+    return {"pages": pages, "readers": readers, "leases": leases, "pooled": m.cached_pages(),
+            "fired": snap.events_fired, "refused": snap.events_refused, "lookups": (
+                snap.lookups, snap.nominal_tokens, snap.effective_tokens, snap.misses, snap.ready),
+            "index": dict(p.index.by_hash)}
