@@ -65,8 +65,8 @@ def digest(m: Any) -> dict[str, Any]:
         for n in store.rp_names:
             values[n] = {q: dec(n, v) for q, v in sorted(store.rp_row(n, rid).items())}
         readers[rid] = (rec.name, tuple(rec.block), values)
-    leases = sorted((lease.reader, lease.pages, lease.generations, lease.tokens, -1 if lease.tail is None else lease.tail)
-                    for lease in p.leases.leases.values())
+    leases = sorted((lease.reader, lease.pages, lease.generations, lease.tokens,
+                     -1 if lease.tail is None else lease.tail) for lease in p.leases.leases.values())
     snap = m.metrics()
     return {"pages": pages, "readers": readers, "leases": leases, "pooled": m.cached_pages(),
             "fired": snap.events_fired, "refused": snap.events_refused, "lookups": (

@@ -60,68 +60,73 @@ def workload(twin: Twin, rng: random.Random, steps: int) -> None:
     managers must see the same arguments)."""
     seqs: list[str] = []
     for i in range(steps):
-        op = rng.randrange(12)
-        head = rng.choice(HEADS)
-        if op <= 1 or not seqs:
-            sid = f"s{i}"
-            n = rng.randrange(1, len(head))
-            twin.do(lambda m, _: m.register(sid, head[:n]))
-            seqs.append(sid)
-        elif op == 2:
-            sid = f"a{i}"
-            n = rng.randrange(4, len(head))
-            owner = sid if rng.random() < 0.5 else None
-            outs = twin.do(lambda m, _: m.lookup(head[:n] + [7777], owner=owner))
-            res = [o[1] for o in outs if o[0] == "ok"]
-            if len(res) == 2 and isinstance(res[0], Ready):
-                if rng.random() < 0.7:
-                    twin.do(lambda m, _: m.register(sid))
-                    twin.do(lambda m, k: m.attach(sid, res[k].lease))
-                    seqs.append(sid)
-                twin.leases.append((res[0].lease, res[1].lease))
-            elif len(res) == 2 and isinstance(res[0], NeedsRecovery):
-                twin.do(lambda m, k: m.recover(res[k].plan).done)
-        elif op == 3:
-            sid = rng.choice(seqs)
-            new = [rng.randrange(50) for _ in range(rng.randrange(1, 9))]
-            twin.do(lambda m, _: m.append(sid, new))
-        elif op == 4:
-            batch = {sid: [rng.randrange(50)] for sid in seqs}
-            twin.do(lambda m, _: m.append_batch(batch))
-        elif op == 5 and seqs:
-            sid = seqs.pop(rng.randrange(len(seqs)))
-            twin.do(lambda m, _: m.free(sid))
-        elif op == 6 and seqs:
-            sid = rng.choice(seqs)
-            outs = twin.do(lambda m, _: m.acquire(sid))
-            if outs[0][0] == "ok":
-                twin.leases.append((outs[0][1], outs[1][1]))
-        elif op == 7 and twin.leases:
-            pair = twin.leases[rng.randrange(len(twin.leases))]
-            twin.do(lambda m, k: m.read(pair[k], payloads=True).payloads)
-        elif op == 8 and twin.leases:
-            pair = twin.leases.pop(rng.randrange(len(twin.leases)))
-            twin.do(lambda m, k: m.release(pair[k]))
-        elif op == 9:
-            pages = sorted(twin.ms[0].page_ids())
-            if pages:
-                pid = rng.choice(pages)
-                action = rng.choice(["host", "disk", "prefetch", "drop", "evict"])
-                if action in ("host", "disk"):
-                    twin.do(lambda m, _: m.offload(pid, action))
-                elif action == "prefetch":
-                    twin.do(lambda m, _: m.prefetch(pid).result())
-                elif action == "drop":
-                    twin.do(lambda m, _: m.drop(pid))
-                else:
-                    twin.do(lambda m, _: m.evict(pid))
-        elif op == 10 and seqs:
-            sid = rng.choice(seqs)
-            on = rng.random() < 0.5
-            twin.do(lambda m, _: (m.capture if on else m.uncapture)([sid]))
-        elif op == 11:
-            cut = rng.randrange(1, len(head))
-            twin.do(lambda m, _: m.probe(head[:cut]))
+        step(twin, rng, i, seqs)
+
+
+def step(twin: Twin, rng: random.Random, i: int, seqs: list[str]) -> None:  # noqa: C901 - one case per op
+    """One random operation."""
+    op = rng.randrange(12)
+    head = rng.choice(HEADS)
+    if op <= 1 or not seqs:
+        sid = f"s{i}"
+        n = rng.randrange(1, len(head))
+        twin.do(lambda m, _: m.register(sid, head[:n]))
+        seqs.append(sid)
+    elif op == 2:
+        sid = f"a{i}"
+        n = rng.randrange(4, len(head))
+        owner = sid if rng.random() < 0.5 else None
+        outs = twin.do(lambda m, _: m.lookup(head[:n] + [7777], owner=owner))
+        res = [o[1] for o in outs if o[0] == "ok"]
+        if len(res) == 2 and isinstance(res[0], Ready):
+            if rng.random() < 0.7:
+                twin.do(lambda m, _: m.register(sid))
+                twin.do(lambda m, k: m.attach(sid, res[k].lease))
+                seqs.append(sid)
+            twin.leases.append((res[0].lease, res[1].lease))
+        elif len(res) == 2 and isinstance(res[0], NeedsRecovery):
+            twin.do(lambda m, k: m.recover(res[k].plan).done)
+    elif op == 3:
+        sid = rng.choice(seqs)
+        new = [rng.randrange(50) for _ in range(rng.randrange(1, 9))]
+        twin.do(lambda m, _: m.append(sid, new))
+    elif op == 4:
+        batch = {sid: [rng.randrange(50)] for sid in seqs}
+        twin.do(lambda m, _: m.append_batch(batch))
+    elif op == 5 and seqs:
+        sid = seqs.pop(rng.randrange(len(seqs)))
+        twin.do(lambda m, _: m.free(sid))
+    elif op == 6 and seqs:
+        sid = rng.choice(seqs)
+        outs = twin.do(lambda m, _: m.acquire(sid))
+        if outs[0][0] == "ok":
+            twin.leases.append((outs[0][1], outs[1][1]))
+    elif op == 7 and twin.leases:
+        pair = twin.leases[rng.randrange(len(twin.leases))]
+        twin.do(lambda m, k: m.read(pair[k], payloads=True).payloads)
+    elif op == 8 and twin.leases:
+        pair = twin.leases.pop(rng.randrange(len(twin.leases)))
+        twin.do(lambda m, k: m.release(pair[k]))
+    elif op == 9:
+        pages = sorted(twin.ms[0].page_ids())
+        if pages:
+            pid = rng.choice(pages)
+            action = rng.choice(["host", "disk", "prefetch", "drop", "evict"])
+            if action in ("host", "disk"):
+                twin.do(lambda m, _: m.offload(pid, action))
+            elif action == "prefetch":
+                twin.do(lambda m, _: m.prefetch(pid).result())
+            elif action == "drop":
+                twin.do(lambda m, _: m.drop(pid))
+            else:
+                twin.do(lambda m, _: m.evict(pid))
+    elif op == 10 and seqs:
+        sid = rng.choice(seqs)
+        on = rng.random() < 0.5
+        twin.do(lambda m, _: (m.capture if on else m.uncapture)([sid]))
+    elif op == 11:
+        cut = rng.randrange(1, len(head))
+        twin.do(lambda m, _: m.probe(head[:cut]))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
