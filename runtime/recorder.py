@@ -7,9 +7,10 @@ the pages and readers the step involves, renumbered ``0..``::
     recorded   attach(r=0, p=1)   pages [9, 17] + 1 untouched page, readers [#4]
                slots  frontier[r0], block[r0,0], block[r0,1], tail[0], tail[1], tail[2], ...
 
-What a step involves: its reader and page, and every element where one of its quantifiers has a
-body that is not neutral (the witnesses: the pooled pages an admission counts, the readers holding a
-page a guard asks about).  Every other page and reader is neutral there (``domains.py``), so the
+What a step involves: its reader and page, every element where one of its quantifiers has a body
+that is not neutral (the witnesses: the pooled pages an admission counts), and its neighbours (the
+readers holding the page, the pages in the reader's block table; a few of each), which make the check
+stronger and change nothing.  Every other page and reader is neutral there (``domains.py``), so the
 projection decides the guard and the effects exactly as the whole state does.  Untouched pages are
 added while a bound or guard reading ``pages`` needs them (a page at depth 5 needs six pages).
 Ghost slots are left out; the checker (``morphcache.proofs.conformance.check_step``) leaves them
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from .names import RuntimeNames
 
 MAX_PAD = 4096
+NEIGHBOURS = 4  # readers of a page (pages of a reader: twice as many) added to a projection
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,11 @@ class Recorder:
         exprs += [e.expr for e in ev.effects]
         for e in exprs:
             self._witnesses(e, dict(n), pages, readers)
+        store = self.store
+        if p is not None:
+            readers.update(dict.fromkeys(sorted(store.readers_at(store.rp_names, p))[:NEIGHBOURS]))
+        if r is not None:
+            pages.update(dict.fromkeys(sorted(store.pages_of(("block",), r))[:2 * NEIGHBOURS]))
         proj = _Projection(sorted(pages), sorted(readers), 0)
         proj.size = self._size(ev, proj, n)
         proj.before = self._snapshot(proj)

@@ -7,10 +7,11 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rt_helpers import spec_variant, toks
 
 from morphcache.proofs import conformance
-from morphcache.runtime import CacheManager, MorphcacheError, NeedsRecovery, Ready, Step
+from morphcache.runtime import CacheManager, MorphcacheError, NeedsRecovery, Ready, StaleLeaseError, Step
 
 # The checked instance's constants (C=2, W=3, CAPACITY=2, MAX_PIN=2) and views of at most 3 pages keep
 # every recorded state inside the domain the spec declares for its instance.
@@ -146,4 +147,48 @@ def test_steps_at_runtime_constants(make_manager: Callable[..., CacheManager]) -
     assert len(steps) > 150
     probe = next(s for s in steps if s.event == "append" and s.before["frontier[r0]"] > 6)
     assert conformance.check_step(m.spec, m.constants, probe.before, probe.event, probe.args, probe.after) is None
+    assert check_all(m, steps) == []
+
+
+def test_many_readers_sharing_prefixes_conform(make_manager: Callable[..., CacheManager]) -> None:
+    """Four sequences share one cached prefix (attached from lookups: batches the vector backend
+    decides), write on, lease and read their own partial pages; one lease outlives its sequence, one
+    has no owner.  Every recorded step, at the runtime's constants (C=4, W=6, CAPACITY=8), is a step
+    of the many-reader spec; projections carry the other readers of a page and the reader's block."""
+    m = make_manager(record=True)
+    shared = toks(0, 12)
+    m.register("w", shared + [50, 51])
+    held = []
+    for k, sid in enumerate(("a", "b", "c")):
+        m.register(sid)
+        r = m.lookup(shared + [90 + k], owner=sid)
+        assert isinstance(r, Ready) and r.lease.tokens == 12
+        m.attach(sid, r.lease)
+        m.release(r.lease)
+        m.append(sid, [60 + k] * (2 + k))
+        lease = m.acquire(sid)  # whole pages + the partial last page (acquire_tail)
+        m.read(lease, payloads=True)
+        held.append(lease)
+    m.append_batch({"a": [1], "b": [2], "c": [3], "w": [4]})  # one decode step, one vector batch
+    anonymous = m.lookup(shared)
+    assert isinstance(anonymous, Ready)
+    m.kernel_lease([anonymous.lease, held[0]]).check_live()
+    m.free("a")  # its lease (and its partial page) outlive it
+    m.register("d", shared + [70])  # a fourth sequence, written independently
+    with pytest.raises(StaleLeaseError):
+        m.read(held[0])  # a's partial page is no longer its own: the spec's read refuses it
+    for lease in held + [anonymous.lease]:
+        m.release(lease)
+    for sid in ("b", "c", "d", "w"):
+        m.free(sid)
+    m.check_integrity()
+    steps = m.steps()
+    readers = {s.view for s in steps if s.view.startswith("reader")}
+    assert len(readers) >= 5, readers  # w, a, b, c, d (and the anonymous reader)
+    events = {s.event for s in steps}
+    assert {"register", "attach", "detach", "free", "acquire", "acquire_tail", "read", "release_last", "open",
+            "append", "seal", "forget", "admit", "slide"} <= events, events
+    assert any(len({k.split("[r")[1].split(",")[0].split("]")[0] for k in s.before if "[r" in k}) >= 3
+               for s in steps), "a projection with three readers"
+    assert m.parts.pipe.vector_firings > 0  # the fast paths were on while recording
     assert check_all(m, steps) == []
