@@ -19,7 +19,9 @@ a spec event; nothing here decides what the spec allows.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 
 from .collect import Busy, Collector
 from .config import RuntimeConfig
@@ -74,8 +76,29 @@ class TierMover:
         return False
 
     # -- offload and spill ------------------------------------------------------------------------
+    @contextmanager
+    def _holding(self, pid: int, protect: frozenset[int] | set[int]) -> Iterator[None]:
+        """Hold ``pid`` and ``protect`` while a move runs: dropping a victim may free its parent chain,
+        never a page this move (or the one that needs its room) still uses.  What nothing holds any more
+        afterwards is collected then."""
+        held = [pid, *protect]
+        self.busy.hold(held)
+        disk = self.storage.disk
+        if disk is not None and disk.leftovers:
+            self.metrics.extra["disk_leftover_files"] = disk.sweep()
+        try:
+            yield
+        finally:
+            self.busy.unhold(held)
+            for q in held:
+                self.collector.collect(q)
+
     def offload(self, pid: int, to: str = "host", protect: frozenset[int] | set[int] = frozenset()) -> None:
         """Move a GPU page to the host (or through it to disk)."""
+        with self._holding(pid, protect):
+            self._offload(pid, to, protect)
+
+    def _offload(self, pid: int, to: str, protect: frozenset[int] | set[int]) -> None:
         if to not in ("host", "disk"):
             raise BadInputError(f"offload target must be 'host' or 'disk', got {to!r}")
         disk = self.storage.disk
@@ -128,6 +151,10 @@ class TierMover:
 
     def spill(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
         """Move a host page to disk: its file is written before anything is dropped for room."""
+        with self._holding(pid, protect):
+            self._spill(pid, protect)
+
+    def _spill(self, pid: int, protect: frozenset[int] | set[int]) -> None:
         disk = self.storage.disk
         assert disk is not None
         rec = self.pages.get(pid)
@@ -197,10 +224,15 @@ class TierMover:
 
     # -- prefetch ---------------------------------------------------------------------------------
     def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> Future[None]:
-        """Start copying a host or disk page back into a reserved GPU slot."""
+        """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
+        back and leaves the page where it was)."""
         existing = self.busy.inflight.get(pid)
         if existing is not None:
             return existing
+        with self._holding(pid, protect):
+            return self._prefetch(pid, protect)
+
+    def _prefetch(self, pid: int, protect: frozenset[int] | set[int]) -> Future[None]:
         rec = self.pages.get(pid)
         pipe = self.pipe
         source = rec.meta.tier
@@ -213,10 +245,28 @@ class TierMover:
         except BaseException:
             self.storage.slots.give(slot)
             raise
-        self.storage.place(rec, slot, self._gen(pid))
-        fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+        try:
+            self.storage.place(rec, slot, self._gen(pid))
+            fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+        except BaseException:  # the event fired; nothing may strand the page without its copy
+            self._abandon(pid, slot)
+            raise
         self.busy.inflight[pid] = fut
         return fut
+
+    def _abandon(self, pid: int, slot: int) -> None:
+        """A prefetch whose copy could not be started: the page goes to the recompute path (spec
+        ``copy_done`` then ``verify`` measuring nothing, ``corrupt``) and its slot is given back."""
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        pipe.fire("copy_done", None, pid)
+        pipe.fire("verify", None, pid, observed={"intact": False})
+        pipe.fire("corrupt", None, pid)
+        if rec.gpu_slot == slot:
+            self.storage.free_slot(rec)
+        else:
+            self.storage.slots.give(slot)
+        self.seam.moved(rec, "dropped")
 
     def _copy(self, pid: int, slot: int, source: str) -> None:
         """Worker: copy the payload into the reserved slot, then let the spec decide if it lands."""
@@ -266,6 +316,10 @@ class TierMover:
     # -- recompute --------------------------------------------------------------------------------
     def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
         """Rebuild a dropped page from its tokens into a fresh slot."""
+        with self._holding(pid, protect):
+            self._recompute(pid, protect)
+
+    def _recompute(self, pid: int, protect: frozenset[int] | set[int]) -> None:
         rec = self.pages.get(pid)
         pipe = self.pipe
         if not pipe.allowed("recompute", None, pid):
@@ -282,7 +336,11 @@ class TierMover:
         self.metrics.extra["recomputed_pages"] += 1
 
     def close(self) -> None:
-        """Stop the copy workers (after the copies in flight) and release the disk directory."""
+        """Stop the copy workers (after the copies in flight), try the leftover files once more and
+        release the disk directory."""
         self.executor.shutdown(wait=True)
-        if self.storage.disk is not None:
-            self.storage.disk.close()
+        disk = self.storage.disk
+        if disk is not None:
+            if disk.leftovers:
+                self.metrics.extra["disk_leftover_files"] = disk.sweep()
+            disk.close()

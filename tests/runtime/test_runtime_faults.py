@@ -1,0 +1,214 @@
+"""Faults lose nothing: tier moves are transactional, pages an operation uses are never forgotten
+under it, leftover files are counted and cleaned, integrity is exact while copies are in flight."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rt_helpers import digest, small_config, toks
+
+from morphcache.runtime import (
+    CacheManager,
+    CapacityError,
+    ConfigError,
+    GuardRefused,
+    MorphcacheError,
+    RuntimeConfig,
+    TierError,
+)
+from morphcache.runtime import tiers as tiers_module
+
+
+def where(m: CacheManager) -> dict[int, str]:
+    return {pid: m.page_state(pid)["tier"] for pid in m.page_ids()}
+
+
+def test_spilling_a_parent_whose_last_child_is_the_disk_victim(make_manager: Callable[..., CacheManager]) -> None:
+    """Page p0 is out of the pool but kept by its child p1 (pooled, on disk); p0 is on the host.
+    Offloading another page needs p0 spilled, which needs p1 dropped: p0 loses its last child in the
+    middle of its own spill.  It is held by the move, so the spill completes, and only afterwards is
+    p0 forgotten (nothing holds it any more)."""
+    m = make_manager(gpu_pages=8, host_pages=1, disk_pages=1, auto_admit=False)
+    m.register("a", toks(0, 8))
+    p0, p1 = m.sequence_pages("a")
+    assert m.admit(p1)
+    m.free("a")
+    assert m.cached_pages() == (p1,) and m.page_state(p0)["pool"] == "private" and p0 in m.page_ids()
+    m.offload(p0, "host")
+    m.offload(p1, "disk")
+    m.register("b", toks(100, 5))
+    x = m.sequence_pages("b")[0]
+    m.offload(x, "host")
+    assert m.page_state(x)["tier"] == "host"
+    assert p1 not in m.page_ids() and p0 not in m.page_ids()  # dropped for room, then nothing held p0
+    m.check_integrity()
+
+
+def test_a_page_being_offloaded_survives_the_drop_of_its_last_child(
+        make_manager: Callable[..., CacheManager]) -> None:
+    """No disk tier: offloading p0 needs the host's only page, its child p1, dropped.  p0 then has
+    nothing holding it but the offload itself; the offload completes (it holds p0), and p0 is
+    forgotten only after it."""
+    m = make_manager(disk=False, gpu_pages=8, host_pages=1, auto_admit=False)
+    m.register("a", toks(0, 8))
+    p0, p1 = m.sequence_pages("a")
+    assert m.admit(p1)
+    m.offload(p1, "host")
+    m.free("a")
+    assert p0 in m.page_ids()  # kept by its child
+    m.offload(p0, "host")
+    assert p1 not in m.page_ids() and p0 not in m.page_ids()
+    assert m.metrics().events_fired["offload_done"] == 2
+    m.check_integrity()
+
+
+def test_tiny_tiers_under_pressure_keep_integrity(make_manager: Callable[..., CacheManager]) -> None:
+    """GPU 5 pages, host 2, disk 2, a pool of 2: every move makes room by spilling and dropping; each
+    call either completes or raises the runtime's own error, and the state stays whole."""
+    m = make_manager(gpu_pages=5, host_pages=2, disk_pages=2, pool_capacity=2)
+    done = 0
+    for i in range(10):
+        try:
+            m.register(f"s{i}", toks(100 * i, 9))
+            for pid in m.sequence_pages(f"s{i}")[:2]:
+                m.offload(pid, "disk" if i % 2 else "host")
+            m.free(f"s{i}")
+            done += 1
+        except MorphcacheError:
+            pass
+        m.check_integrity()
+        for pid in list(m.cached_pages())[:1]:
+            try:
+                m.prefetch(pid).result()
+            except MorphcacheError:
+                pass
+            m.check_integrity()
+    assert done >= 8 and m.metrics().bytes_moved.get("host->disk", 0) > 0
+
+
+def test_prefetch_without_room_gives_its_slot_back(make_manager: Callable[..., CacheManager]) -> None:
+    """No disk tier, every GPU page pinned: the prefetch is refused with CapacityError, no slot leaks,
+    the page stays on the host."""
+    m = make_manager(disk=False, gpu_pages=3, host_pages=4)
+    m.register("a", toks(0, 4))
+    m.free("a")
+    (pid,) = m.cached_pages()
+    m.offload(pid)
+    m.register("b", toks(50, 9))  # 3 pages: the GPU is full
+    lease = m.acquire("b")  # and every page of it pinned
+    used = m.metrics().extra["gpu_pages_used"]
+    with pytest.raises(CapacityError):
+        m.prefetch(pid)
+    assert m.metrics().extra["gpu_pages_used"] == used and m.page_state(pid)["tier"] == "host"
+    m.check_integrity()
+    m.release(lease)
+    m.prefetch(pid).result()
+    assert m.page_state(pid)["tier"] == "gpu"
+    m.check_integrity()
+
+
+def _failing_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    def replace(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tiers_module.os, "replace", replace)
+
+
+def test_failed_disk_write_leaves_the_page_where_it_was(make_manager: Callable[..., CacheManager],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    m = make_manager(disk_pages=2)
+    m.register("a", toks(0, 16))
+    m.free("a")
+    pages = list(m.cached_pages())
+    m.offload(pages[0], "disk")
+    m.offload(pages[1], "disk")  # the disk is full now
+    before = where(m)
+    _failing_disk(monkeypatch)
+    with pytest.raises(TierError, match="No space left"):
+        m.offload(pages[2], "disk")
+    assert where(m) == before  # nothing moved, nothing dropped to make room
+    assert not [f for f in os.listdir(m.disk.dir) if f.endswith(".tmp")]
+    m.check_integrity()
+
+
+def test_failed_spill_drops_no_victim(make_manager: Callable[..., CacheManager],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host and disk full; offloading one more page needs a host page spilled, which needs a disk page
+    dropped.  The spill's write fails: the victim is not dropped, the page stays on the GPU."""
+    m = make_manager(host_pages=1, disk_pages=1)
+    m.register("a", toks(0, 12))
+    m.free("a")
+    pages = list(m.cached_pages())
+    m.offload(pages[0], "disk")
+    m.offload(pages[1], "host")
+    before = digest(m)
+    _failing_disk(monkeypatch)
+    with pytest.raises(TierError):
+        m.offload(pages[2], "host")
+    after = digest(m)
+    assert after["pages"] == before["pages"] and after["pooled"] == before["pooled"]
+    m.check_integrity()
+
+
+def test_undeletable_disk_file_is_a_counted_leftover_and_is_cleaned_later(
+        make_manager: Callable[..., CacheManager], monkeypatch: pytest.MonkeyPatch) -> None:
+    m = make_manager()
+    m.register("a", toks(0, 8))
+    m.free("a")
+    pid = m.cached_pages()[0]
+    m.offload(pid, "disk")
+    path = m.disk.path(pid)
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self == path:
+            raise PermissionError(13, "Read-only file system")
+        real_unlink(self, missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    m.prefetch(pid).result()  # lands; its file cannot be deleted
+    assert m.page_state(pid)["tier"] == "gpu" and path.exists()
+    assert m.metrics().extra["disk_leftover_files"] == 1
+    m.check_integrity()
+    monkeypatch.setattr(Path, "unlink", real_unlink)
+    m.offload(m.cached_pages()[1], "host")  # the next move sweeps the leftovers
+    assert not path.exists() and m.metrics().extra["disk_leftover_files"] == 0
+    m.check_integrity()
+
+
+@pytest.mark.parametrize("kwargs", [dict(disk_dir="", disk_pages=4), dict(disk_dir="/tmp/x", disk_pages=0)])
+def test_a_disabled_disk_tier_must_be_said_with_none(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="disk"):
+        RuntimeConfig(**kwargs)
+
+
+def test_integrity_is_exact_while_a_copy_is_in_flight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = CacheManager(config=small_config(tmp_path))
+    m.register("a", toks(0, 8))
+    m.free("a")
+    pid = m.cached_pages()[0]
+    m.offload(pid, "host")
+    started, go = threading.Event(), threading.Event()
+    real_get = tiers_module.HostTier.get
+
+    def slow_get(self: Any, page: int) -> Any:
+        started.set()
+        go.wait(10)
+        return real_get(self, page)
+
+    monkeypatch.setattr(tiers_module.HostTier, "get", slow_get)
+    fut = m.prefetch(pid)
+    assert started.wait(10)
+    m.check_integrity()  # prefetching, slot reserved, host copy still there: all as it should be
+    with pytest.raises(GuardRefused):
+        m.drop(pid)  # a page whose copy is in flight stays
+    go.set()
+    fut.result()
+    assert m.page_state(pid)["tier"] == "gpu"
+    m.check_integrity()
+    m.close()
