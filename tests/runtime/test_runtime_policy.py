@@ -1,0 +1,108 @@
+"""The policy seam: every victim choice asks ``config.policy``; proposals the spec (or the runtime)
+refuses are counted and skipped; pages carry their token types, session and task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from rt_helpers import toks
+
+from morphcache.runtime import (
+    POLICIES,
+    CacheManager,
+    ConfigError,
+    EvictionPolicy,
+    LRUPolicy,
+    PageMeta,
+    RuntimeConfig,
+    register_policy,
+)
+
+
+class Recording(LRUPolicy):
+    """LRU that first proposes every page it knows, pinned or not, and records what the runtime says."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: list[tuple[str, int, str]] = []
+        self.known: dict[int, PageMeta] = {}
+        self.decisions: list[str] = []
+
+    def on_insert(self, meta: PageMeta) -> None:
+        self.known[meta.page] = meta
+        super().on_insert(meta)
+
+    def on_remove(self, meta: PageMeta) -> None:
+        self.known.pop(meta.page, None)
+        super().on_remove(meta)
+
+    def on_refused(self, decision: str, page: int, reason: str) -> None:
+        self.refused.append((decision, page, reason))
+
+    def propose(self, decision: str) -> Iterator[int]:
+        self.decisions.append(decision)
+        yield from sorted(self.known)  # pinned, filling and protected pages first: the runtime must refuse
+        yield from super().propose(decision)
+
+
+def test_refused_proposals_are_counted_and_skipped(make_manager: Callable[..., CacheManager]) -> None:
+    policy = Recording()
+    m = make_manager(gpu_pages=4, host_pages=8, policy=policy)
+    m.register("a", toks(0, 9))  # pages 0, 1 sealed, 2 filling
+    lease = m.acquire("a")  # pins all three
+    m.register("b", toks(100, 4))  # one more page: the GPU is full, a victim is needed
+    m.register("c", toks(200, 4))
+    assert "gpu" in policy.decisions
+    reasons = {reason for _, _, reason in policy.refused}
+    assert any("spec refuses" in r for r in reasons), reasons  # pinned pages: offload and drop refused
+    assert m.metrics().policy_refusals == len(policy.refused) > 0
+    assert all(m.page_state(p)["tier"] == "gpu" for p in lease.pinned)  # no pinned page moved
+    m.release(lease)
+    m.check_integrity()
+
+
+def test_policy_by_name_instance_or_registered(tmp_path: object) -> None:
+    assert isinstance(CacheManager(config=RuntimeConfig(policy="lru")).parts.seam.policy, LRUPolicy)
+    mine = LRUPolicy()
+    assert CacheManager(config=RuntimeConfig(policy=mine)).parts.seam.policy is mine
+    with pytest.raises(ConfigError, match="policy"):
+        RuntimeConfig(policy="nope")
+    register_policy("recording", Recording)
+    try:
+        m = CacheManager(config=RuntimeConfig(policy="recording"))
+        assert isinstance(m.parts.seam.policy, Recording)
+    finally:
+        POLICIES.pop("recording")
+    assert issubclass(Recording, EvictionPolicy)
+
+
+def test_pages_carry_types_session_and_task(make_manager: Callable[..., CacheManager]) -> None:
+    m = make_manager()
+    m.register("a", toks(0, 6), types=[(0, 3, "system"), (3, 6, "user")], session="chat-1", task="qa")
+    m.append("a", toks(6, 4), types=[(0, 4, "response")])
+    metas = [m.page_state(p)["meta"] for p in m.sequence_pages("a")]
+    assert [sorted(meta.types) for meta in metas] == [["system", "user"], ["response", "user"], ["response"]]
+    assert {(meta.session, meta.task) for meta in metas} == {("chat-1", "qa")}
+    assert [meta.holders for meta in metas] == [1, 1, 1] and all(meta.hash is not None for meta in metas[:2])
+    assert metas[2].hash is None  # still filling
+    from morphcache.runtime import BadInputError
+
+    with pytest.raises(BadInputError, match="type span"):
+        m.append("a", [1, 2], types=[(1, 5, "user")])
+    m.check_integrity()
+
+
+def test_lru_keeps_its_order_with_pages_held_and_freed(make_manager: Callable[..., CacheManager]) -> None:
+    """The default policy: cold pages (held by no sequence) leave the GPU before pages a live sequence
+    holds, least recently used first."""
+    m = make_manager(gpu_pages=4, host_pages=8, pool_capacity=8)
+    m.register("old", toks(0, 8))
+    m.free("old")  # two cold pooled pages
+    m.register("live", toks(100, 8))  # two hot pages
+    m.register("new", toks(200, 8))  # two more pages need room: the cold ones go first
+    assert [m.page_state(p)["tier"] for p in m.cached_pages()[:2]] == ["host", "host"]
+    assert all(m.page_state(p)["tier"] == "gpu" for p in m.sequence_pages("live"))
+    m.check_integrity()
