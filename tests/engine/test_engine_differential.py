@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from eng_helpers import TOL, C, RunLog, chaos_workload, make_engine, random_workload, run_workload
 
 from morphcache.engine import Engine
@@ -107,3 +108,27 @@ def test_random_workloads_with_reference_ops(model: HybridModel, tmp_path: Path,
         engine.close()
     assert max(log.diffs) <= TOL, log.diffs
     assert sum(r.report.reused for r in log.results) > 0
+
+
+def test_the_gap_between_nominal_and_effective_hits_is_exact(model: HybridModel) -> None:
+    """A prompt of three whole pages and five tokens is served, its three cached pages are offloaded to
+    the host, and it is served again: the second lookup's nominal hit is those three pages (3 * C
+    tokens; the partial page was forgotten with its sequence), none of them readable on the GPU.  The
+    gap is exactly 3 * C tokens, all charged to the tier; an engine that took nominal hits as readable
+    would report none."""
+    engine = make_engine(model, None, ops="reference")
+    try:
+        prompt = [int(t) for t in torch.randint(0, 256, (3 * C + 5,), generator=torch.Generator().manual_seed(4))]
+        first = engine.serve(prompt)
+        for pid in first.pages[:3]:
+            engine.manager.offload(pid, "host")
+        before = engine.manager.metrics()
+        second = engine.serve(prompt + [1, 2])
+        after = engine.manager.metrics()
+    finally:
+        engine.close()
+    rep = second.report
+    assert (rep.nominal, rep.effective, rep.gap_by_object) == (3 * C, 0, {"tier": 3 * C})
+    assert after.gap_tokens - before.gap_tokens == 3 * C
+    assert after.gap_tokens_by_object["tier"] - before.gap_tokens_by_object.get("tier", 0) == 3 * C
+    assert rep.reused == 3 * C and engine.golden_diff(second) <= TOL  # prefetched back, then reused

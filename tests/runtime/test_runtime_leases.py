@@ -130,3 +130,46 @@ def test_kernel_lease_rows(mgr: CacheManager) -> None:
         require_live_lease(kl, "test")
     mgr.release(lb)
     mgr.check_integrity()
+
+
+WEAK_OFFLOAD = {"objects.tier.events.offload.guard": (
+    "tail[p] in {'sealed', 'released'} and compressed[p] != 'building'")}
+READ_WITHOUT_GENERATION = {"objects.lease.events.read.guard": (
+    "lpin[r, p] > 0 and (readable(p) or tail_readable(r, p))"
+    " and implies(window_needed(r, p), window[p] == 'live')")}
+
+
+def moved_under_a_kernel_lease(m: CacheManager) -> str | list[int]:
+    """A kernel lease over a's first two pages; page 1 leaves the GPU under the lease (a weakened offload
+    lets it), b's new page takes its slot, page 1 comes back into another slot, readable again.  Returns
+    "refused" if the lease no longer re-validates, else the rows of the block table whose bytes are not
+    the ones the lease promised (the oracle: payloads against the lease's tokens)."""
+    m.register("a", toks(0, 9))
+    lease = ready(m, toks(0, 8)).lease
+    kl = m.kernel_lease([lease])
+    promised = [expected_payload(toks(4 * i, 4), i, 4) for i in range(2)]
+    m.offload(lease.pages[1])
+    m.register("b", toks(500, 4))  # the freed slot holds b's bytes now
+    m.prefetch(lease.pages[1]).result()
+    assert m.page_state(lease.pages[1])["tier"] == "gpu"
+    try:
+        kl.check_live()
+    except StaleLeaseError:
+        return "refused"
+    slots = kl.block_table[0].tolist()
+    return [i for i, slot in enumerate(slots) if m.store.read(slot) != promised[i]]  # type: ignore[attr-defined]
+
+
+def test_the_reads_generation_comparison_refuses_a_moved_page(
+        tmp_path: Path, make_manager: Callable[..., CacheManager]) -> None:
+    """The spec's read guard is the one comparison: with pins ignored by a weakened offload, only the
+    leased generation against the current one stops the kernel lease (remove that conjunct from the
+    shipped read guard and this test fails)."""
+    m = make_manager(spec_variant(tmp_path, WEAK_OFFLOAD))
+    assert moved_under_a_kernel_lease(m) == "refused"
+
+
+def test_without_the_generation_comparison_the_oracle_sees_the_stale_bytes(
+        tmp_path: Path, make_manager: Callable[..., CacheManager]) -> None:
+    weaker = spec_variant(tmp_path, {**WEAK_OFFLOAD, **READ_WITHOUT_GENERATION})
+    assert moved_under_a_kernel_lease(make_manager(weaker)) == [1]  # page 1's row reads b's bytes
