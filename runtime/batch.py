@@ -289,7 +289,7 @@ class VectorFiring:
             else:
                 pipe.write_many(eff.target, eff.scope, rids, pids, vals, pid_list)
         pipe.names.inc.after(ev, rids, pids)
-        pipe.fired[ev.name] += len(idx)
+        pipe.count(ev.name, len(idx))
         pipe.vector_firings += len(idx)
 
     def _apply_recorded(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
@@ -304,7 +304,7 @@ class VectorFiring:
             writes = [(eff.target, eff.scope, _at(eff.index, r, p), _py(value[k]))
                       for eff, value in zip(ev.effects, values, strict=True)]
             pipe._apply(ev, r, p, ev.target, writes)
-            pipe.fired[ev.name] += 1
+            pipe.count(ev.name, 1)
             pipe.vector_firings += 1
             pipe.recorder.after(ev, r, p, None, proj)
 

@@ -4,7 +4,9 @@ as a closure (``spec.interp``) and as numpy operations (``spec.vector``), from t
 Before compiling, each expression goes through the passes of ``irtools`` and ``domains``::
 
     spec expression --fold constants--> --observed ghosts as names--> --runtime domains-->
-        --state names as codes--> compile_expr (closure)  /  compile_vector (numpy)
+        --state names as codes--> compile_source (one Python function: the fast path)
+                              compile_expr   (closures: the general path, fast=False)
+                              compile_vector (numpy: batches)
 
 Nothing is restated: a change to a guard in the spec file changes what the runtime does.  Ghost
 variables are not compiled (the runtime keeps none); an effect that reads a ghost the event observes
@@ -19,6 +21,7 @@ from typing import TypeAlias
 
 from morphcache.spec.expr import Const, Expr, Index, Name, Reduce, conjuncts, render, walk
 from morphcache.spec.interp import Compiled, compile_expr
+from morphcache.spec.pycode import compile_source
 from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Event, Param, Property, Spec
 from morphcache.spec.vector import VecCompiled, compile_vector
 
@@ -37,9 +40,10 @@ class Conjunct:
 
     text: str
     expr: Expr
-    fn: Compiled
+    fn: Compiled  # generated source (the fast path)
     vfn: VecCompiled
     reads: frozenset[str]
+    gfn: Compiled  # closures (the general path)
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class CompiledEffect:
     lo: Bound
     hi: Bound
     star: Domain | None  # the range of a '*' in the index
+    gfn: Compiled
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class CompiledEvent:
     params: tuple[Param, ...]
     observes: tuple[str, ...]
     reads: frozenset[str]  # every name the guard and effects read (arrays, aggregates, domains)
+    gguard: Compiled  # the guard as closures (the general path)
     steps: tuple[CompiledProperty, ...] = ()
 
     @property
@@ -220,7 +226,7 @@ class CompiledSpec:
 
     def _property(self, prop: Property) -> CompiledProperty:
         e = self._prep(prop.expr, aggregates=False)
-        return CompiledProperty(prop, e, compile_expr(e), render(prop.expr), self._reads_of(prop.expr))
+        return CompiledProperty(prop, e, compile_source(e), render(prop.expr), self._reads_of(prop.expr))
 
     # -- events -----------------------------------------------------------------------------------
     def _event(self, ev: Event, steps: tuple[CompiledProperty, ...]) -> CompiledEvent:
@@ -229,7 +235,8 @@ class CompiledSpec:
         parts = []
         for c in conjuncts(ev.guard):
             e = self._track(self._prep(c, observes=obs))
-            parts.append(Conjunct(render(c), e, compile_expr(e), compile_vector(e), self._reads_of(e)))
+            parts.append(Conjunct(render(c), e, compile_source(e), compile_vector(e), self._reads_of(e),
+                                  compile_expr(e)))
         effects = []
         reads = set(self._reads_of(guard))
         for eff in ev.effects:
@@ -241,11 +248,12 @@ class CompiledSpec:
             star = self.table.star(eff.target, eff.index or "", eff.value) if eff.index and "*" in eff.index else None
             lo, hi = self.bounds.get(eff.target, (None, None))
             effects.append(CompiledEffect(eff.target, self.scopes[eff.target], eff.index or "", render(eff.value),
-                                          value, compile_expr(value), compile_vector(value), lo, hi, star))
+                                          value, compile_source(value), compile_vector(value), lo, hi, star,
+                                          compile_expr(value)))
         return CompiledEvent(
             ev, ev.name, ev.owner, ev.scope, frozenset(self.codes[ev.owner][s] for s in ev.sources),
-            self.codes[ev.owner][ev.target], render(ev.guard), compile_expr(guard), compile_vector(guard),
-            tuple(parts), tuple(effects), ev.params, obs, frozenset(reads), steps)
+            self.codes[ev.owner][ev.target], render(ev.guard), compile_source(guard), compile_vector(guard),
+            tuple(parts), tuple(effects), ev.params, obs, frozenset(reads), compile_expr(guard), steps)
 
     # -- lookup -----------------------------------------------------------------------------------
     def _lookup(self) -> CompiledLookup:
@@ -258,7 +266,7 @@ class CompiledSpec:
             needed[obj] = compile_expr(n)
             needed_state[obj] = bool(array_names(n) or (free_names(n) - {"p", "pos"}))
             r = self._prep(lk.ready[obj])
-            ready[obj] = compile_expr(r)
+            ready[obj] = compile_source(r)
             vready[obj] = compile_vector(r)
             local[obj] = all(isinstance(x, Index) is False or (len(x.args) == 1 and isinstance(x.args[0], Name)
                                                                 and x.args[0].name == "p") for x in walk(r)) \

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from morphcache.spec.expr import Index, Name, Reduce, walk
-from morphcache.spec.interp import compile_expr
+from morphcache.spec.pycode import compile_source
 from morphcache.spec.vector import compile_vector
 
 from .compiler import CompiledEvent, CompiledSpec
@@ -44,7 +44,7 @@ class Tracked:
     def __init__(self, cspec: CompiledSpec, name: str, node: Reduce) -> None:
         self.name = name
         self.node = node
-        self.body = compile_expr(node.body)
+        self.body = compile_source(node.body)
         self.vbody = compile_vector(node.body)
         dom = cspec.domains[node.domain]
         self.domain_vars = dom.vars

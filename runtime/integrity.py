@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from morphcache.spec.expr import Reduce
-from morphcache.spec.interp import compile_expr
+from morphcache.spec.pycode import compile_source
 
 from .binding import BLOCK, DEPTH, HOME, LPIN, POOL, TIER
 from .compiler import CompiledProperty
@@ -41,7 +41,7 @@ def _explain(m: CacheManager, prop: CompiledProperty, names: dict[str, Any]) -> 
     where = f"'{prop.prop.name}' fails"
     pipe = m.parts.pipe
     if isinstance(e, Reduce) and e.kind == "all":
-        body = compile_expr(e.body)
+        body = compile_source(e.body)
         out = []
         over_pages = pipe.cspec.domains[e.domain].kind in ("live_pages", "reader_pages")
         for i in list(names[e.domain](names)):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from morphcache.spec.interp import compile_expr
+from morphcache.spec.pycode import compile_source
 
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, LIVE_READERS, PAGE_READERS, READER_PAGES, Domain
@@ -39,7 +39,7 @@ class RuntimeNames:
         self.n["readers"] = 1 << 30
         for dom in cspec.domains.values():
             self.n[dom.name] = self._callable(dom)
-        self.agg_body = {name: compile_expr(self._encode(agg.body)) for name, agg in cspec.aggregates.items()}
+        self.agg_body = {name: compile_source(self._encode(agg.body)) for name, agg in cspec.aggregates.items()}
         self.agg_contrib: dict[str, dict[int, int]] = {name: {} for name in cspec.aggregates}
         self.agg_dirty: set[int] = set()
         for name in cspec.aggregates:

@@ -55,7 +55,8 @@ class Pipeline:
         self.fast = fast and backend == "table"
         self.describe = describe or (lambda rid: "no reader" if rid is None else f"reader #{rid}")
         self.fired: Counter[str] = Counter()
-        self._fired_marks: list[Counter[str]] = []
+        self._fired_marks: list[int] = []  # where each open transaction's firings start in _fired_log
+        self._fired_log: list[str] | None = None  # events fired inside transactions (undone on rollback)
         self.vector_firings = 0  # firings decided by the vector backend (batches with a plan)
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
@@ -77,7 +78,9 @@ class Pipeline:
     def begin(self) -> int:
         """Start a transaction (nestable); returns its savepoint."""
         self.recorder.mark()
-        self._fired_marks.append(self.fired.copy())
+        if self._fired_log is None:
+            self._fired_log = []
+        self._fired_marks.append(len(self._fired_log))
         return self.store.begin()
 
     def commit(self) -> None:
@@ -85,6 +88,8 @@ class Pipeline:
         self.store.commit()
         self.recorder.unmark(keep=True)
         self._fired_marks.pop()
+        if not self._fired_marks:
+            self._fired_log = None
 
     def rollback(self, savepoint: int) -> None:
         """Undo what the innermost transaction wrote (its recorded steps are dropped too)."""
@@ -92,7 +97,13 @@ class Pipeline:
             self.notify(name, index)
         self.names.inc.forget_all()
         self.recorder.unmark(keep=False)
-        self.fired = self._fired_marks.pop()  # the rolled-back firings did not happen
+        start = self._fired_marks.pop()
+        assert self._fired_log is not None
+        for name in self._fired_log[start:]:  # the rolled-back firings did not happen
+            self.fired[name] -= 1
+        del self._fired_log[start:]
+        if not self._fired_marks:
+            self._fired_log = None
 
     # -- single firings ---------------------------------------------------------------------------
     def fire(self, name: str, r: int | None = None, p: int | None = None, *, params: Mapping[str, int] | None = None,
@@ -109,9 +120,15 @@ class Pipeline:
         if rec:
             before = self.recorder.before(ev, r, p, n)
         self._apply(ev, r, p, target, writes)
-        self.fired[name] += 1
+        self.count(name, 1)
         if rec:
             self.recorder.after(ev, r, p, params, before)
+
+    def count(self, name: str, k: int) -> None:
+        """``k`` firings of ``name`` happened (undone with the transaction they happened in)."""
+        self.fired[name] += k
+        if self._fired_log is not None:
+            self._fired_log.extend([name] * k)
 
     def allowed(self, name: str, r: int | None = None, p: int | None = None) -> bool:
         """Whether ``fire(name, r, p)`` would pass its source state and guard (bounds aside); changes
@@ -119,7 +136,8 @@ class Pipeline:
         ev = self.cspec.events[name]
         if self._owner_state(ev, r, p) not in self.sources[name]:
             return False
-        return bool(ev.guard(self.names.bind(ev, r, p, None, None), self.store.arrays))
+        guard = ev.guard if self.fast else ev.gguard
+        return bool(guard(self.names.bind(ev, r, p, None, None), self.store.arrays))
 
     def _owner_state(self, ev: CompiledEvent, r: int | None, p: int | None) -> int:
         store = self.store
@@ -137,7 +155,7 @@ class Pipeline:
             return ev.target
         arrays = self.store.arrays
         names = self.cspec.state_names[ev.owner]
-        got = self.machine.decide(ev.owner, ev.name, names[state], lambda: bool(ev.guard(n, arrays)))
+        got = self.machine.decide(ev.owner, ev.name, names[state], lambda: bool(ev.gguard(n, arrays)))
         if got is None:
             if state not in ev.sources:
                 raise self._source_refusal(ev, r, p, state)
@@ -146,7 +164,8 @@ class Pipeline:
 
     def _evaluate(self, ev: CompiledEvent, r: int | None, p: int | None, n: dict[str, Any]) -> list[Write]:
         a = self.store.arrays
-        if not ev.guard(n, a):
+        fast = self.fast
+        if not (ev.guard if fast else ev.gguard)(n, a):
             raise self._refusal(ev, r, p, n)
         if self.strict:
             for prop in ev.steps:
@@ -159,11 +178,11 @@ class Pipeline:
                 var = "q" if eff.star.kind in (READER_PAGES, LIVE_PAGES) else "s"
                 for i in list(self.names.domain(eff.star, n)):
                     n[var] = i
-                    value = eff.fn(n, a)
+                    value = (eff.fn if fast else eff.gfn)(n, a)
                     self._bounds(ev, eff, value, r, p, n)
                     writes.append((eff.target, eff.scope, _index(eff.index, r, p, i), value))
                 continue
-            value = eff.fn(n, a)
+            value = (eff.fn if fast else eff.gfn)(n, a)
             if eff.lo is not None or eff.hi is not None:
                 self._bounds(ev, eff, value, r, p, n)
             writes.append((eff.target, eff.scope, _index(eff.index, r, p, None), value))
@@ -291,7 +310,7 @@ class Pipeline:
     def _refusal(self, ev: CompiledEvent, r: int | None, p: int | None, n: Mapping[str, Any]) -> GuardRefused:
         self.refused[ev.name] += 1
         a = self.store.arrays
-        failed = next((c for c in ev.conjuncts if not c.fn(n, a)), None)
+        failed = next((c for c in ev.conjuncts if not c.gfn(n, a)), None)
         text = failed.text if failed is not None else ev.guard_text
         reads = failed.reads if failed is not None else frozenset()
         detail = ", ".join(self.values(reads, r, p))

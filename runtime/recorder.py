@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from morphcache.spec.expr import Expr, Name, Reduce, walk
-from morphcache.spec.interp import Compiled, compile_expr
+from morphcache.spec.interp import Compiled
+from morphcache.spec.pycode import compile_source
 
 from .compiler import CompiledEvent, CompiledSpec
 from .irtools import NEUTRAL, free_names
@@ -146,7 +147,7 @@ class Recorder:
     def _body(self, node: Reduce) -> Compiled:
         fn = self._bodies.get(id(node))
         if fn is None:
-            fn = self._bodies[id(node)] = compile_expr(node.body)
+            fn = self._bodies[id(node)] = compile_source(node.body)
         return fn
 
     def _size(self, ev: CompiledEvent, proj: _Projection, n: dict[str, Any]) -> int:

@@ -54,9 +54,15 @@ class PolicySeam:
             return
         now = self.now
         cols = self.pages.cols
-        idx = np.fromiter(pids, dtype=np.int64, count=len(pids))
-        cols.last_use[idx] = now
-        cols.uses[idx] += 1
+        if len(pids) <= 8:
+            last_use, uses = cols.last_use, cols.uses
+            for pid in pids:
+                last_use[pid] = now
+                uses[pid] += 1
+        else:
+            idx = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            cols.last_use[idx] = now
+            cols.uses[idx] += 1
         self.policy.on_access_many(self.pages.metas_of(pids), now)
 
     def updated(self, rec: PageRecord) -> None:
@@ -67,7 +73,12 @@ class PolicySeam:
         """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids)."""
         if not pids:
             return
-        self.pages.cols.holders[np.fromiter(pids, dtype=np.int64, count=len(pids))] += delta
+        holders = self.pages.cols.holders
+        if len(pids) <= 8:
+            for pid in pids:
+                holders[pid] += delta
+        else:
+            holders[np.fromiter(pids, dtype=np.int64, count=len(pids))] += delta
         self.policy.on_update_many(self.pages.metas_of(pids))
 
     def moved(self, rec: PageRecord, tier: str) -> None:

@@ -54,8 +54,12 @@ class RPView:
         if not self.data or not out.size:
             return out
         flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)
-        readers = [int(flat_r[0])] if flat_r.size and flat_r[0] == flat_r[-1] and (flat_r == flat_r[0]).all() \
-            else np.unique(flat_r).tolist()
+        one = bool(flat_r.size) and flat_r[0] == flat_r[-1] and bool((flat_r == flat_r[0]).all())
+        if not one and flat_r.size > 8:  # many readers (a decode step): one lookup per pair
+            data, init, empty = self.data, self.init, EMPTY
+            flat[:] = [(data.get(r) or empty).get(q, init) for r, q in zip(flat_r.tolist(), flat_p.tolist())]
+            return out
+        readers = [int(flat_r[0])] if one else np.unique(flat_r).tolist()
         for reader in readers:
             row = self.data.get(reader)
             if not row:

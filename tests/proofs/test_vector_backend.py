@@ -1,9 +1,10 @@
-"""The vector backend (numpy, many bindings at once) against the closure backend, on random states.
+"""The vector backend (numpy, many bindings at once) and the source backend (one Python function per
+expression) against the closure backend, on random states.
 
 For every guard, effect value, property and lookup expression of the shipped spec, the many-reader
 design and every design of the catalogue: draw a random state of a small instance, evaluate the
-expression once per binding of its free ``r``/``p`` (and ``pos``) with the closures, and once for all
-bindings with the vector backend; the results must be equal.
+expression once per binding of its free ``r``/``p`` (and ``pos``) with the closures and with the
+generated source, and once for all bindings with the vector backend; the results must be equal.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from morphcache.spec.expr import Expr, Name, walk
 from morphcache.spec.interp import compile_expr
+from morphcache.spec.pycode import compile_source
 from morphcache.spec.loader import load_spec
 from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Spec
 from morphcache.spec.vector import compile_vector
@@ -97,9 +99,11 @@ def test_vector_backend_equals_closures(data: st.DataObject) -> None:
             axes.append((prm.name, range(prm.min, prm.max + 1)))
         bindings = list(itertools.product(*(values for _, values in axes)))
         expected = []
-        fn = compile_expr(expr)
+        fn, src = compile_expr(expr), compile_source(expr)
         for combo in bindings:
-            expected.append(fn({**base, **dict(zip([v for v, _ in axes], combo, strict=True))}, closure))
+            names = {**base, **dict(zip([v for v, _ in axes], combo, strict=True))}
+            expected.append(fn(names, closure))
+            assert src(names, closure) == expected[-1], f"{spec_name}: {label} (source backend)"
         batch = {v: np.array([c[i] for c in bindings]) for i, (v, _) in enumerate(axes)}
         got = compile_vector(expr)({**base, **batch}, vector)
         got_list = np.broadcast_to(np.asarray(got), (len(bindings),)).tolist() if axes else [np.asarray(got).item()]
