@@ -21,8 +21,8 @@ from typing import TypeAlias
 
 from morphcache.spec.expr import Const, Expr, Index, Name, Reduce, conjuncts, render, walk
 from morphcache.spec.interp import Compiled, compile_expr
-from morphcache.spec.pycode import compile_source
 from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Event, Param, Property, Spec
+from morphcache.spec.pycode import compile_source
 from morphcache.spec.vector import VecCompiled, compile_vector
 
 from .bounds import declared_bounds

@@ -57,7 +57,8 @@ class RPView:
         one = bool(flat_r.size) and flat_r[0] == flat_r[-1] and bool((flat_r == flat_r[0]).all())
         if not one and flat_r.size > 8:  # many readers (a decode step): one lookup per pair
             data, init, empty = self.data, self.init, EMPTY
-            flat[:] = [(data.get(r) or empty).get(q, init) for r, q in zip(flat_r.tolist(), flat_p.tolist())]
+            pairs = zip(flat_r.tolist(), flat_p.tolist(), strict=True)
+            flat[:] = [(data.get(r) or empty).get(q, init) for r, q in pairs]
             return out
         readers = [int(flat_r[0])] if one else np.unique(flat_r).tolist()
         for reader in readers:

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from morphcache.spec.expr import Expr, Name, walk
 from morphcache.spec.interp import compile_expr
-from morphcache.spec.pycode import compile_source
 from morphcache.spec.loader import load_spec
 from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Spec
+from morphcache.spec.pycode import compile_source
 from morphcache.spec.vector import compile_vector
 
 ROOT = Path(__file__).resolve().parents[2] / "spec"
