@@ -301,17 +301,12 @@ class VectorFiring:
             p = int(self.p[k])
             n = pipe.names.bind(ev, r, p, None, None)
             proj = pipe.recorder.before(ev, r, p, n)
-            writes = [(eff.target, eff.scope, _at(eff.index, r, p), _py(value[k]))
+            writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[k]))
                       for eff, value in zip(ev.effects, values, strict=True)]
             pipe._apply(ev, r, p, ev.target, writes)
             pipe.count(ev.name, 1)
             pipe.vector_firings += 1
             pipe.recorder.after(ev, r, p, None, proj)
-
-
-def _at(index: str, r: Any, p: int) -> Any:
-    parts = [r if part == "r" else p for part in index.split(",")]
-    return parts[0] if len(parts) == 1 else (parts[0], parts[1])
 
 
 def _py(value: Any) -> Any:

@@ -68,6 +68,7 @@ class Tracked:
             else:
                 self.other_reads.add(n.name)
         self.fails: dict[int, dict[int, None]] = {}
+        self.failing: set[int] = set()  # readers whose value is False (a non-empty fails entry)
 
 
 class Incremental:
@@ -121,6 +122,8 @@ class Incremental:
             for q in list(self._domain(t, rid)):
                 if not self._holds(t, rid, q):
                     fails[q] = None
+            if fails:
+                t.failing.add(rid)
         return not fails
 
     def direct(self, name: str, rid: Any) -> Any:
@@ -146,8 +149,11 @@ class Incremental:
         in_domain = any(q in self.store.rp_row(v, rid) for v in t.domain_vars)
         if in_domain and not self._holds(t, rid, q):
             fails[q] = None
+            t.failing.add(rid)
         else:
             fails.pop(q, None)
+            if not fails:
+                t.failing.discard(rid)
 
     def _recheck_many(self, t: Tracked, rid: int, pids: list[int]) -> None:
         """``_recheck`` of many pages of one reader, the bodies by the vector backend."""
@@ -167,6 +173,10 @@ class Incremental:
                 fails[q] = None
             else:
                 fails.pop(q, None)
+        if fails:
+            t.failing.add(rid)
+        else:
+            t.failing.discard(rid)
 
     # -- maintenance ------------------------------------------------------------------------------
     def after(self, ev: CompiledEvent, r: Any, p: Any) -> None:
@@ -174,6 +184,9 @@ class Incremental:
         an id ``r`` with an array ``p``: one reader on many pages)."""
         actions = self.actions.get(ev.name)
         if not actions:
+            return
+        actions = [act for act in actions if act[0].fails and (act[0].failing or not act[2] or act[1] == "all")]
+        if not actions:  # nothing tracked, or only true values the event keeps true
             return
         saved_r, saved_p = self.names.get("r"), self.names.get("p")
         ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
@@ -189,6 +202,10 @@ class Incremental:
                 continue
             if kind == "all":
                 t.fails.clear()
+                t.failing.clear()
+                continue
+            if keep_all:  # true bodies stay true: only pages already failing can change
+                self._recheck_failing(t, kind, by_reader, ps)
                 continue
             todo: dict[int, list[int]] = {}
             if kind == "page":
@@ -199,27 +216,44 @@ class Incremental:
             else:
                 todo = {rid: pids for rid, pids in by_reader.items() if rid in t.fails}
             for rid, pids in todo.items():
-                fails = t.fails[rid]
-                if keep_all:  # true bodies stay true: only the failing pages can change
-                    pids = list(fails) if kind == "reader" else [q for q in pids if q in fails]
-                elif kind == "reader":
+                if kind == "reader":
                     if not keep_other:
                         del t.fails[rid]
+                        t.failing.discard(rid)
                         continue
-                    pids = list(dict.fromkeys(list(fails) + pids))
+                    pids = list(dict.fromkeys(list(t.fails[rid]) + pids))
                 if pids:
                     self._recheck_many(t, rid, pids)
         self.names["r"], self.names["p"] = saved_r, saved_p
+
+    def _recheck_failing(self, t: Tracked, kind: str, by_reader: dict[Any, list[int]], ps: list[int]) -> None:
+        """After an event that keeps every true body true: recheck the failing pages it touched."""
+        if not t.failing:
+            return
+        if kind == "page":
+            touched = set(ps)
+            for rid in list(t.failing):
+                hit = [q for q in t.fails[rid] if q in touched]
+                if hit:
+                    self._recheck_many(t, rid, hit)
+            return
+        for rid in [x for x in t.failing if x in by_reader]:
+            fails = t.fails[rid]
+            pids = list(fails) if kind == "reader" else [q for q in by_reader[rid] if q in fails]
+            if pids:
+                self._recheck_many(t, rid, pids)
 
     def forget_all(self) -> None:
         """Drop every tracked value (after a rollback restored values without events)."""
         for t in self.tracked.values():
             t.fails.clear()
+            t.failing.clear()
 
     def forget_reader(self, rid: int) -> None:
         """Drop what is tracked for a retired reader (its id may be reused)."""
         for t in self.tracked.values():
             t.fails.pop(rid, None)
+            t.failing.discard(rid)
 
     def stale(self) -> list[str]:
         """Tracked values that disagree with a fresh evaluation (for check_integrity)."""

@@ -32,7 +32,7 @@ from .names import RuntimeNames
 from .recorder import Recorder
 from .state import StateStore
 
-Write = tuple[str, str, Any, Any]  # (target, scope, index, value): index pid, rid or (rid, pid)
+Write = tuple[str, str, Any, Any]  # (target, index kind "p" / "r" / "rp" / "star", star index, value)
 Watcher = Callable[[Any], None]
 
 
@@ -61,6 +61,15 @@ class Pipeline:
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
         self.planner = BatchPlanner(cspec)
+        # per event: the owner's index kind, and each effect with its index kind and its bounds, folded
+        # once (a bound reads constants and ``pages`` only, which the runtime never changes)
+        self._plans: dict[str, tuple[str, list[tuple[Any, str, Any, Any]]]] = {}
+        for name, ev in cspec.events.items():
+            effs = []
+            for eff in ev.effects:
+                kind = "star" if eff.star is not None else {"p": "p", "r": "r", "r,p": "rp"}[eff.index]
+                effs.append((eff, kind, self._fold_bound(eff.lo), self._fold_bound(eff.hi)))
+            self._plans[name] = ({"page": "p", "reader": "r"}.get(ev.scope, "rp"), effs)
         self._graph_idle = cspec.codes["graph"]["idle"] if "graph" in cspec.codes else None
 
     # -- watchers ---------------------------------------------------------------------------------
@@ -173,34 +182,52 @@ class Pipeline:
                     raise IntegrityError([f"step property '{prop.prop.name}' fails before {ev.name} "
                                           f"(r={r}, p={p}): {prop.text}"])
         writes: list[Write] = []
-        for eff in ev.effects:
-            if eff.star is not None:
+        for eff, kind, lo, hi in self._plans[ev.name][1]:
+            if kind == "star":
                 var = "q" if eff.star.kind in (READER_PAGES, LIVE_PAGES) else "s"
                 for i in list(self.names.domain(eff.star, n)):
                     n[var] = i
                     value = (eff.fn if fast else eff.gfn)(n, a)
                     self._bounds(ev, eff, value, r, p, n)
-                    writes.append((eff.target, eff.scope, _index(eff.index, r, p, i), value))
+                    writes.append((eff.target, "star", _index(eff.index, r, p, i), value))
                 continue
             value = (eff.fn if fast else eff.gfn)(n, a)
-            if eff.lo is not None or eff.hi is not None:
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
                 self._bounds(ev, eff, value, r, p, n)
-            writes.append((eff.target, eff.scope, _index(eff.index, r, p, None), value))
+            writes.append((eff.target, kind, None, value))
         return writes
+
+    def _fold_bound(self, bound: Any) -> Any:
+        return bound if bound is None or isinstance(bound, int) else bound(self.names.n, self.store.arrays)
 
     def _bounds(self, ev: CompiledEvent, eff: Any, value: Any, r: int | None, p: int | None,
                 n: Mapping[str, Any]) -> None:
-        lo = eff.lo if eff.lo is None or isinstance(eff.lo, int) else eff.lo(n, self.store.arrays)
-        hi = eff.hi if eff.hi is None or isinstance(eff.hi, int) else eff.hi(n, self.store.arrays)
+        lo, hi = self._fold_bound(eff.lo), self._fold_bound(eff.hi)
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             self.refused[ev.name] += 1
             raise DomainError(ev.name, p, self._block(p), self.describe(r), ev.guard_text,
                               f"{lo} <= {eff.target} <= {hi}", f"the effect gives {eff.target} = {value}")
 
     def _apply(self, ev: CompiledEvent, r: int | None, p: int | None, target: int, writes: list[Write]) -> None:
-        self._write(ev.owner, ev.scope, _index({"page": "p", "reader": "r"}.get(ev.scope, "r,p"), r, p, None), target)
-        for name, scope, index, value in writes:
-            self._write(name, scope, index, value)
+        store, watchers = self.store, self.watchers
+        owner = self._plans[ev.name][0]
+        for name, kind, index, value in [(ev.owner, owner, None, target), *writes]:
+            if kind == "p":
+                store.set_page(name, p, value)
+                index = p
+            elif kind == "r":
+                store.set_reader(name, r, value)
+                index = r
+            elif kind == "rp":
+                store.set_rp(name, r, p, value)  # type: ignore[arg-type]
+                index = (r, p)
+            else:
+                self._write(name, self.cspec.scopes[name], index, value)
+                continue
+            found = watchers.get(name)
+            if found:
+                for fn in found:
+                    fn(index)
         self.names.inc.after(ev, r, p)
 
     def write_many(self, name: str, scope: str, rids: Any, pids: np.ndarray | None, values: np.ndarray | int,

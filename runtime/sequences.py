@@ -139,38 +139,64 @@ class Sequences:
 
     def append_many(self, items: list[tuple[ReaderRecord, Sequence[int]]]) -> list[MorphcacheError]:
         """One token (or more) for each of many sequences: a decode step.  Single tokens that neither
-        open nor seal a page fire as one vector batch of ``append``; the rest go one by one.  Returns
-        the refusals (each sequence on its own)."""
-        simple: list[tuple[ReaderRecord, int, int]] = []
+        open nor seal a page fire as one vector batch of ``append`` and are written to the data plane
+        in one call; the rest go one by one.  Returns the refusals (each sequence on its own)."""
+        simple_r: list[int] = []
+        simple_p: list[int] = []
+        simple_t: list[int] = []
+        simple_rec: list[PageRecord] = []
         rest: list[tuple[ReaderRecord, Sequence[int]]] = []
         records, last = self.pages.records, self.C - 1
         limit = self.config.max_sequence_tokens
+        frontier = self.store.rcols["frontier"]
         for reader, toks in items:
             block = reader.block
-            if len(toks) == 1 and block and len(records[block[-1]].tokens) < last and \
-                    self.frontier(reader) < limit:
-                simple.append((reader, block[-1], toks[0]))
-            else:
-                rest.append((reader, toks))
+            if len(toks) == 1 and block:
+                rec = records[block[-1]]
+                if len(rec.tokens) < last and frontier[reader.rid] < limit:
+                    simple_r.append(reader.rid)
+                    simple_p.append(rec.pid)
+                    simple_t.append(toks[0])
+                    simple_rec.append(rec)
+                    continue
+            rest.append((reader, toks))
         errors: list[MorphcacheError] = []
-        if simple:
-            rids = np.fromiter((s[0].rid for s in simple), dtype=np.int64, count=len(simple))
-            pids = np.fromiter((s[1] for s in simple), dtype=np.int64, count=len(simple))
-            fired = self.pipe.fire_batch("append", rids, pids, atomic=False)
-            write = self.storage.data.write_tokens
-            for ok, (reader, pid, token) in zip(fired.tolist(), simple, strict=True):
-                if ok:
-                    rec = records[pid]
-                    rec.tokens.append(token)
-                    write(rec.gpu_slot, rec.depth, len(rec.tokens) - 1, (token,))
-                else:
-                    rest.append((reader, [token]))
+        if simple_r:
+            n = len(simple_r)
+            pids = np.fromiter(simple_p, dtype=np.int64, count=n)
+            fired = self.pipe.fire_batch("append", np.fromiter(simple_r, dtype=np.int64, count=n), pids, atomic=False)
+            ok = fired.tolist()
+            if all(ok):
+                recs, toks_ = simple_rec, simple_t
+            else:
+                recs = [rec for rec, f in zip(simple_rec, ok, strict=True) if f]
+                toks_ = [t for t, f in zip(simple_t, ok, strict=True) if f]
+                readers = self.readers.by_rid
+                rest += [(readers[r], [t]) for r, t, f in zip(simple_r, simple_t, ok, strict=True) if not f]
+            self._write_one_each(recs, toks_)
         for reader, toks in rest:
             try:
                 self.append(reader, toks)
             except MorphcacheError as exc:
                 errors.append(exc)
         return errors
+
+    def _write_one_each(self, recs: list[PageRecord], tokens: list[int]) -> None:
+        """Each page of ``recs`` takes one more token: records and the data plane (in one call when the
+        store can)."""
+        offsets = [len(rec.tokens) for rec in recs]
+        for rec, token in zip(recs, tokens, strict=True):
+            rec.tokens.append(token)
+        many = getattr(self.storage.data, "write_tokens_many", None)
+        if many is not None and len(recs) > 4:
+            n = len(recs)
+            many(np.fromiter((rec.gpu_slot for rec in recs), dtype=np.int64, count=n),
+                 np.fromiter((rec.meta.depth for rec in recs), dtype=np.int64, count=n),
+                 np.fromiter(offsets, dtype=np.int64, count=n), np.fromiter(tokens, dtype=np.uint64, count=n))
+            return
+        write = self.storage.data.write_tokens
+        for rec, offset, token in zip(recs, offsets, tokens, strict=True):
+            write(rec.gpu_slot, rec.depth, offset, (token,))
 
     def _room(self, reader: ReaderRecord, start: int, n: int) -> None:
         """Free GPU slots for every page ``n`` tokens from ``start`` open (never the reader's own pages)."""

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
 import xxhash
 
 TOKEN_BYTES = 8
@@ -70,6 +71,9 @@ class PageStore(Protocol):
     def write_prefix(self, slot: int, count: int, data: bytes) -> None:
         """Put ``data`` (from ``read_prefix``) as the first ``count`` tokens of the page in ``slot``."""
 
+    # optional: write_tokens_many(slots, depths, offsets, tokens), one token into each of many slots
+    # (numpy int64 arrays); the runtime calls write_tokens per slot when a store lacks it
+
     def free(self, slot: int) -> None:
         """The slot no longer holds a page."""
 
@@ -78,34 +82,41 @@ class PageStore(Protocol):
 
 
 class MemoryPageStore:
-    """Default store: one bytearray per slot holding the deterministic per-token payload."""
+    """Default store: the deterministic per-token payload of every slot, in one numpy array.
+
+    ``write_tokens_many`` writes one token into each of many slots (a decode step) in one pass.
+    """
 
     def __init__(self, slots: int, page_size: int) -> None:
         self.page_size = page_size
         self.page_bytes = page_size * TOKEN_BYTES
-        self.data: list[bytearray | None] = [None] * slots
+        self.buf = np.zeros((slots, self.page_bytes), dtype=np.uint8)
+        self.words = self.buf.view(np.uint32).reshape(slots, page_size, 2)
+        self.used = np.zeros(slots, dtype=bool)
         self.generations = [0] * slots
         self.compressed = [False] * slots
         self._lock = threading.Lock()
 
-    def _slot(self, slot: int) -> bytearray:
-        buf = self.data[slot]
-        if buf is None:
-            buf = self.data[slot] = bytearray(self.page_bytes)
-        return buf
-
     def write_tokens(self, slot: int, depth: int, offset: int, tokens: Sequence[int]) -> None:
         """Store the payload of ``tokens`` at offsets ``offset..``."""
-        buf = self.data[slot]
-        if buf is None:
-            buf = self._slot(slot)
+        self.used[slot] = True
         base = depth * self.page_size + offset
         if len(tokens) == 1:
             chunk = token_payload(tokens[0], base)
         else:
             chunk = b"".join([token_payload(t, base + i) for i, t in enumerate(tokens)])
         start = offset * TOKEN_BYTES
-        buf[start: start + len(chunk)] = chunk
+        self.buf[slot, start: start + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+
+    def write_tokens_many(self, slots: np.ndarray, depths: np.ndarray, offsets: np.ndarray,
+                          tokens: np.ndarray) -> None:
+        """One token into each of many slots: ``tokens[i]`` at ``offsets[i]`` of the page at block
+        ``depths[i]`` in ``slots[i]`` (the payload ``token_payload`` gives, column-wise)."""
+        tok = tokens.astype(np.uint64)
+        pos = (depths * self.page_size + offsets).astype(np.uint64)
+        self.used[slots] = True
+        self.words[slots, offsets, 0] = (tok & 0xFFFFFFFF).astype(np.uint32)
+        self.words[slots, offsets, 1] = ((pos * np.uint64(2654435761) + tok) & 0xFFFFFFFF).astype(np.uint32)
 
     def compress(self, slot: int) -> None:
         """Mark the slot's compressed entry as built (no tensors in this store)."""
@@ -113,20 +124,20 @@ class MemoryPageStore:
 
     def read(self, slot: int) -> bytes:
         """A copy of the slot's payload; KeyError if the slot holds nothing."""
-        buf = self.data[slot]
-        if buf is None:
+        if not self.used[slot]:
             raise KeyError(f"GPU slot {slot} holds no page")
-        return bytes(buf)
+        return self.buf[slot].tobytes()
 
     def write(self, slot: int, data: bytes) -> None:
         """Overwrite the slot with ``data`` (truncated or zero-padded to the page size)."""
-        buf = bytearray(data[: self.page_bytes])
-        buf += bytes(self.page_bytes - len(buf))
-        self.data[slot] = buf
+        chunk = np.frombuffer(data[: self.page_bytes], dtype=np.uint8)
+        self.buf[slot] = 0
+        self.buf[slot, : len(chunk)] = chunk
+        self.used[slot] = True
 
     def recompute(self, slot: int, depth: int, tokens: Sequence[int]) -> None:
         """Rebuild the payload from the tokens."""
-        self.data[slot] = bytearray(expected_payload(tokens, depth, self.page_size))
+        self.write(slot, expected_payload(tokens, depth, self.page_size))
         self.compressed[slot] = False
 
     def read_prefix(self, slot: int, count: int) -> bytes:
@@ -135,12 +146,14 @@ class MemoryPageStore:
 
     def write_prefix(self, slot: int, count: int, data: bytes) -> None:
         """Write ``count`` token entries at the start of the slot."""
-        buf = self._slot(slot)
-        buf[: count * TOKEN_BYTES] = data[: count * TOKEN_BYTES]
+        chunk = np.frombuffer(data[: count * TOKEN_BYTES], dtype=np.uint8)
+        self.buf[slot, : len(chunk)] = chunk
+        self.used[slot] = True
 
     def free(self, slot: int) -> None:
         """Drop the slot's payload."""
-        self.data[slot] = None
+        self.buf[slot] = 0
+        self.used[slot] = False
         self.compressed[slot] = False
 
     def set_generation(self, slot: int, gen: int) -> None:
