@@ -7,10 +7,12 @@ state *before* the batch::
     shape "one"   one reader r, distinct pages      (acquire/read/release over a lease; attach)
     shape "many"  distinct readers, distinct pages  (one decode step: append on every sequence)
     shape "pages" distinct pages, no reader         (forget / drop / slide over many pages)
+    shape "repeat" one reader, one page, k times     (the appends that fill a page)
 
     pre     reads nothing an earlier firing writes (different pages, different readers): evaluated
             on the pre-state, for every firing at once
-    affine  also reads x[r] that each firing sets to x[r] + c: evaluated with x[r] + k * c
+    affine  also reads x[r] (or, repeating on one page, x[p]) that each firing sets to itself + c:
+            evaluated with x + k * c
     once    reads what earlier firings write, but the event preserves it (preserve.py): holds at
             every firing once it holds at the first; evaluated once
     (none)  anything else: no plan; the pipeline fires the batch one by one
@@ -28,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from morphcache.spec.expr import Binary, Const, Expr, Index, Name, Reduce, walk
+
+from .irtools import array_names
 
 from .compiler import CompiledEvent, CompiledSpec
 from .domains import PAGE_READERS, READER_PAGES
@@ -62,11 +66,15 @@ class BatchPlanner:
         self.cspec = cspec
         self.plans: dict[tuple[str, str], Plan | None] = cspec.memo.setdefault("plans", {})  # type: ignore[assignment]
 
-    def plan(self, ev: CompiledEvent, r: Any, p: Any) -> Plan | None:
-        """The plan for this batch, or None when it must fire one by one."""
+    def plan(self, ev: CompiledEvent, r: Any, p: Any, repeat: bool = False) -> Plan | None:
+        """The plan for this batch, or None when it must fire one by one (``repeat``: the same reader and
+        page every time)."""
         if p is None:
             return None
-        shape = "pages" if r is None else ("one" if isinstance(r, (int, np.integer)) else "many")
+        if repeat:
+            shape = "repeat"
+        else:
+            shape = "pages" if r is None else ("one" if isinstance(r, (int, np.integer)) else "many")
         key = (ev.name, shape)
         if key not in self.plans:
             self.plans[key] = self._plan(ev, shape)
@@ -123,22 +131,22 @@ class BatchPlanner:
         return out
 
     @staticmethod
-    def _alias(w: str, r: str, same_reader: bool) -> bool:
+    def _alias(w: str, r: str, same_reader: bool, same_page: bool = False) -> bool:
         if "any" in (w, r):
             return True
         table = {
-            ("p", "p"): False, ("r", "r"): same_reader,
-            ("rp", "rp"): False, ("rp", "r*"): same_reader, ("rp", "*p"): False,
+            ("p", "p"): same_page, ("r", "r"): same_reader,
+            ("rp", "rp"): same_page and same_reader, ("rp", "r*"): same_reader, ("rp", "*p"): same_page,
             ("r*", "rp"): same_reader, ("r*", "r*"): same_reader, ("r*", "*p"): True,
-            ("*p", "rp"): False, ("*p", "r*"): True, ("*p", "*p"): False,
+            ("*p", "rp"): same_page, ("*p", "r*"): True, ("*p", "*p"): same_page,
         }
         return table.get((w, r), True)
 
-    def _affine(self, ev: CompiledEvent) -> dict[str, int]:
+    def _affine(self, ev: CompiledEvent, pages: bool = False) -> dict[str, int]:
         out: dict[str, int] = {}
         for eff in ev.effects:
             v = eff.expr
-            if eff.index == "r" and isinstance(v, Binary) and v.op in ("+", "-"):
+            if (eff.index == "r" or (pages and eff.index == "p")) and isinstance(v, Binary) and v.op in ("+", "-"):
                 left, right = v.left, v.right
                 if isinstance(left, Index) and left.name == eff.target and isinstance(right, Const):
                     out[eff.target] = int(right.value) * (1 if v.op == "+" else -1)
@@ -147,25 +155,29 @@ class BatchPlanner:
     def _plan(self, ev: CompiledEvent, shape: str) -> Plan | None:
         if any(e.star is not None for e in ev.effects) or ev.params or ev.observes or ev.scope == "reader":
             return None
-        same = shape == "one"
+        same = shape in ("one", "repeat")
+        page = shape == "repeat"
         writes = self._writes(ev)
-        affine = self._affine(ev) if same else {}
+        affine = self._affine(ev, page) if same else {}
         written = {n for n, _ in writes}
+        owner_read = {"page": "p", "reader": "r"}.get(ev.scope, "rp")
+        if page and (ev.target not in ev.sources or any(c.expr for c in ev.conjuncts
+                                                        if ev.owner in array_names(c.expr))):
+            return None  # repeating needs the owner to stay in a source state, unread by the guard
 
         def klass(e: Expr, conjunct: bool) -> str | None:
-            aliased = {(n, pat) for n, pat in self._reads(e) if n in written
-                       and any(self._alias(w, pat, same) for wn, w in writes if wn == n)}
+            aliased = {(n, pat) for n, pat in self._reads(e) if n in written and n != (ev.owner if page else None)
+                       and any(self._alias(w, pat, same, page) for wn, w in writes if wn == n)}
             if not aliased:
                 return PRE
-            if all(pat == "r" and n in affine for n, pat in aliased):
+            if all(pat in ("r", "p") and n in affine for n, pat in aliased):
                 return AFFINE
             if conjunct and same and "p" not in {x.name for x in walk(e) if isinstance(x, Name)} \
                     and preserved(self.cspec, ev, e):
                 return ONCE
             return None
 
-        owner_read = {"page": "p", "reader": "r"}.get(ev.scope, "rp")
-        if any(self._alias(w, owner_read, same) for n, w in writes if n == ev.owner):
+        if not page and any(self._alias(w, owner_read, same) for n, w in writes if n == ev.owner):
             return None
         conj = tuple(klass(c.expr, True) for c in ev.conjuncts)
         effs = tuple(klass(e.expr, False) for e in ev.effects)
@@ -175,14 +187,14 @@ class BatchPlanner:
 
 
 class _Affine:
-    """A reader column seen at the k-th firing of a one-reader batch: ``base[r] + k * step``."""
+    """A column seen at the k-th firing of a batch that steps it: ``base[i] + k * step``."""
 
     def __init__(self, base: np.ndarray, steps: np.ndarray) -> None:
         self.base = base
         self.steps = steps
 
-    def __getitem__(self, r: Any) -> Any:
-        return self.base[r] + self.steps
+    def __getitem__(self, i: Any) -> Any:
+        return self.base[i] + self.steps
 
 
 class VectorFiring:
@@ -192,30 +204,34 @@ class VectorFiring:
                  distinct: bool = False) -> None:
         self.pipe, self.ev, self.plan = pipe, ev, plan
         self.distinct = distinct
-        self.r: Any = int(r) if plan.shape == "one" else (None if r is None else np.asarray(r, dtype=np.int64))
+        self.r: Any = int(r) if plan.shape in ("one", "repeat") else (
+            None if r is None else np.asarray(r, dtype=np.int64))
         self.p = np.asarray(p, dtype=np.int64)
         self.count = count
 
     def run(self, atomic: bool) -> np.ndarray:
         """Decide and apply the batch; returns the mask of firings that fired."""
         pipe, ev, plan = self.pipe, self.ev, self.plan
-        if (not self.distinct and len(np.unique(self.p)) != self.count) \
+        if (not self.distinct and plan.shape != "repeat" and len(np.unique(self.p)) != self.count) \
                 or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
                 or (not atomic and not plan.independent):
             return pipe._fire_each(ev, self.r, self.p, self.count, atomic)
         store = pipe.store
-        n = pipe.names.bind(ev, self.r, self.p, None, None)
-        n = dict(n)
+        repeat = plan.shape == "repeat"  # one page: what does not step is one scalar for every firing
+        n = dict(pipe.names.bind(ev, self.r, int(self.p[0]) if repeat else self.p, None, None))
         steps = np.arange(self.count, dtype=np.int64)
         pre = store.varrays
         moved = dict(pre)
         for name, inc in plan.affine.items():
-            moved[name] = _Affine(store.rvecs[name], steps * inc)
-        ok = np.isin(self._owner_codes(), np.fromiter(pipe.sources[ev.name], dtype=np.int64))
+            moved[name] = _Affine(store.rvecs[name] if name in store.rvecs else store.vecs[name], steps * inc)
+        if repeat:
+            ok = np.full(self.count, pipe._owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
+        else:
+            ok = np.isin(self._owner_codes(), np.fromiter(pipe.sources[ev.name], dtype=np.int64))
         failed: tuple[int, str] | None = None
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
-            if klass == ONCE:
-                first = pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
+            if klass == ONCE or (repeat and klass == PRE):
+                first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
                 value: Any = bool(c.fn(first, store.arrays))
             else:
                 value = c.vfn(n, moved if klass == AFFINE else pre)
@@ -224,10 +240,9 @@ class VectorFiring:
                 failed = (int(np.argmin(value)), c.text)
             ok &= value
         values = []
-        for eff, klass in zip(ev.effects, plan.effects, strict=True):
+        bounds = pipe.write_plan(ev.name)
+        for eff, klass, (_, _, lo, hi) in zip(ev.effects, plan.effects, bounds, strict=True):
             value = np.broadcast_to(np.asarray(eff.vfn(n, moved if klass == AFFINE else pre)), (self.count,))
-            lo = eff.lo if eff.lo is None or isinstance(eff.lo, int) else eff.lo(n, pre)
-            hi = eff.hi if eff.hi is None or isinstance(eff.hi, int) else eff.hi(n, pre)
             inside = np.ones(self.count, dtype=bool)
             if lo is not None:
                 inside &= value >= lo
@@ -254,7 +269,7 @@ class VectorFiring:
 
     def _refusal(self, k: int, failed: tuple[int, str] | None) -> GuardRefused:
         pipe, ev = self.pipe, self.ev
-        r = self.r if self.plan.shape == "one" else (None if self.r is None else int(self.r[k]))
+        r = self.r if self.plan.shape in ("one", "repeat") else (None if self.r is None else int(self.r[k]))
         p = int(self.p[k])
         pipe.refused[ev.name] += 1
         state = pipe._owner_state(ev, r, p)
@@ -275,6 +290,9 @@ class VectorFiring:
         idx = np.flatnonzero(mask)
         if not len(idx):
             return
+        if plan.shape == "repeat":
+            self._apply_repeat(values)
+            return
         pids = self.p if len(idx) == self.count else self.p[idx]
         pid_list = pids.tolist()
         rids = None if self.r is None else (self.r if plan.shape == "one" else self.r[idx])
@@ -292,12 +310,22 @@ class VectorFiring:
         pipe.count(ev.name, len(idx))
         pipe.vector_firings += len(idx)
 
+    def _apply_repeat(self, values: list[np.ndarray]) -> None:
+        """The same reader and page every time: what the last firing leaves is what stays."""
+        pipe, ev = self.pipe, self.ev
+        r, p = self.r, int(self.p[0])
+        writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[-1]))
+                  for eff, value in zip(ev.effects, values, strict=True)]
+        pipe._apply(ev, r, p, ev.target, writes)
+        pipe.count(ev.name, self.count)
+        pipe.vector_firings += self.count
+
     def _apply_recorded(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
         """With recording on: the decisions and values above, applied one firing at a time so that
         each step is recorded against the state it fired from."""
         pipe, ev = self.pipe, self.ev
         for k in np.flatnonzero(mask).tolist():
-            r = self.r if self.plan.shape == "one" else (None if self.r is None else int(self.r[k]))
+            r = self.r if self.plan.shape in ("one", "repeat") else (None if self.r is None else int(self.r[k]))
             p = int(self.p[k])
             n = pipe.names.bind(ev, r, p, None, None)
             proj = pipe.recorder.before(ev, r, p, n)

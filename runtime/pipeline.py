@@ -197,6 +197,10 @@ class Pipeline:
             writes.append((eff.target, kind, None, value))
         return writes
 
+    def write_plan(self, name: str) -> list[tuple[Any, str, Any, Any]]:
+        """Each effect of ``name`` with its index kind and its folded bounds."""
+        return self._plans[name][1]
+
     def _fold_bound(self, bound: Any) -> Any:
         return bound if bound is None or isinstance(bound, int) else bound(self.names.n, self.store.arrays)
 
@@ -292,6 +296,17 @@ class Pipeline:
             assert p is not None
             return VectorFiring(self, ev, plan, r, p, count, distinct).run(atomic)
         return self._fire_each(ev, r, p, count, atomic)
+
+    def fire_repeat(self, name: str, r: int, p: int, k: int) -> None:
+        """Fire ``name`` ``k`` times for reader ``r`` on page ``p`` (each firing sees the ones before),
+        all or none: the appends that fill a page."""
+        ev = self.cspec.events[name]
+        plan = self.planner.plan(ev, r, p, repeat=True) if self.fast and k > 1 and not self.strict else None
+        pages = np.full(k, p, dtype=np.int64)
+        if plan is not None:
+            VectorFiring(self, ev, plan, r, pages, k).run(True)
+            return
+        self._fire_each(ev, r, pages, k, True)
 
     def _fire_each(self, ev: CompiledEvent, r: Any, p: Any, count: int, atomic: bool) -> np.ndarray:
         rs: list[int | None]

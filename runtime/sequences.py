@@ -237,8 +237,15 @@ class Sequences:
             pid = reader.block[-1]
             fill = pos % c
             take = min(c - fill, n - i)
-            for j in range(take):
-                pipe.fire("seal" if fill + j == c - 1 else "append", rid, pid)
+            seals = fill + take == c
+            appends = take - seals
+            if appends > 2:
+                pipe.fire_repeat("append", rid, pid, appends)
+            else:
+                for _ in range(appends):
+                    pipe.fire("append", rid, pid)
+            if seals:
+                pipe.fire("seal", rid, pid)
             rec = self.pages.records[pid]
             chunk = tokens[i:i + take]
             if fill + take == c:  # sealed: the chain hash the next page's open needs
