@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .batch import BatchPlanner, VectorFiring
+from .batch import VectorFiring
+from .batchplan import BatchPlanner
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, READER_PAGES
 from .errors import ConfigError, DomainError, GuardRefused, IntegrityError, PinnedPageError, TopologyError
@@ -217,10 +218,10 @@ class Pipeline:
         owner = self._plans[ev.name][0]
         for name, kind, index, value in [(ev.owner, owner, None, target), *writes]:
             if kind == "p":
-                store.set_page(name, p, value)
+                store.set_page(name, p, value)  # type: ignore[arg-type]
                 index = p
             elif kind == "r":
-                store.set_reader(name, r, value)
+                store.set_reader(name, r, value)  # type: ignore[arg-type]
                 index = r
             elif kind == "rp":
                 store.set_rp(name, r, p, value)  # type: ignore[arg-type]

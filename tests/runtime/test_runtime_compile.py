@@ -19,7 +19,7 @@ from morphcache.runtime import (
     Ready,
     Step,
 )
-from morphcache.runtime.batch import AFFINE, ONCE, PRE, BatchPlanner
+from morphcache.runtime.batchplan import AFFINE, ONCE, PRE, BatchPlanner
 from morphcache.runtime.bounds import declared_bounds
 from morphcache.runtime.compiler import CompiledSpec
 from morphcache.runtime.machines import MachineBackend, TableBackend
