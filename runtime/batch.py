@@ -115,12 +115,10 @@ class VectorFiring:
         state = pipe._owner_state(ev, r, p)
         if state not in pipe.sources[ev.name] and (failed is None or failed[0] >= k):
             pipe.refused[ev.name] -= 1
-            return pipe._source_refusal(ev, r, p, state)
+            return pipe.refusals.source(ev, r, p, state)
         text = failed[1] if failed is not None else ev.guard_text
         conj = next((c for c in ev.conjuncts if c.text == text), None)
-        detail = ", ".join(pipe.values(conj.reads, r, p)) if conj is not None else ""
-        cls = pipe.refusal_class(conj.reads if conj is not None else frozenset(), r, p)
-        return cls(ev.name, p, pipe._block(p), pipe.describe(r), ev.guard_text, text, detail)
+        return pipe.refusals.conjunct(ev, r, p, text, conj.reads if conj is not None else frozenset())
 
     def _apply(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
         pipe, ev, plan = self.pipe, self.ev, self.plan

@@ -49,7 +49,8 @@ def _explain(m: CacheManager, prop: CompiledProperty, names: dict[str, Any]) -> 
             if body(inner, pipe.store.arrays):
                 continue
             what = "page" if over_pages else "reader"
-            shown = ", ".join(pipe.values(prop.reads, None if over_pages else i, i if over_pages else None, False))
+            r, q = (None, i) if over_pages else (i, None)
+            shown = ", ".join(pipe.refusals.values(prop.reads, r, q, False))
             out.append(f"{where} at {what} {i}: {shown}")
             if len(out) >= 5:
                 break

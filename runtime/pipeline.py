@@ -27,10 +27,11 @@ from .batch import VectorFiring
 from .batchplan import BatchPlanner
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, READER_PAGES
-from .errors import ConfigError, DomainError, GuardRefused, IntegrityError, PinnedPageError, TopologyError
+from .errors import ConfigError, DomainError, GuardRefused, IntegrityError
 from .machines import MachineBackend, TableBackend
 from .names import RuntimeNames
 from .recorder import Recorder
+from .refusals import Refusals
 from .state import StateStore
 
 Write = tuple[str, str, Any, Any]  # (target, index kind "p" / "r" / "rp" / "star", star index, value)
@@ -62,6 +63,7 @@ class Pipeline:
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
         self.planner = BatchPlanner(cspec)
+        self.refusals = Refusals(cspec, store, self.refused, self.describe)
         # per event: the owner's index kind, and each effect with its index kind and its bounds, folded
         # once (a bound reads constants and ``pages`` only, which the runtime never changes)
         self._plans: dict[str, tuple[str, list[tuple[Any, str, Any, Any]]]] = {}
@@ -71,7 +73,6 @@ class Pipeline:
                 kind = "star" if eff.star is not None else {"p": "p", "r": "r", "r,p": "rp"}[eff.index]
                 effs.append((eff, kind, self._fold_bound(eff.lo), self._fold_bound(eff.hi)))
             self._plans[name] = ({"page": "p", "reader": "r"}.get(ev.scope, "rp"), effs)
-        self._graph_idle = cspec.codes["graph"]["idle"] if "graph" in cspec.codes else None
 
     # -- watchers ---------------------------------------------------------------------------------
     def watch(self, name: str, fn: Watcher) -> None:
@@ -161,22 +162,22 @@ class Pipeline:
         state = self._owner_state(ev, r, p)
         if self.machine is None:
             if state not in self.sources[ev.name]:
-                raise self._source_refusal(ev, r, p, state)
+                raise self.refusals.source(ev, r, p, state)
             return ev.target
         arrays = self.store.arrays
         names = self.cspec.state_names[ev.owner]
         got = self.machine.decide(ev.owner, ev.name, names[state], lambda: bool(ev.gguard(n, arrays)))
         if got is None:
             if state not in ev.sources:
-                raise self._source_refusal(ev, r, p, state)
-            raise self._refusal(ev, r, p, n)
+                raise self.refusals.source(ev, r, p, state)
+            raise self.refusals.guard(ev, r, p, n)
         return self.cspec.codes[ev.owner][got]
 
     def _evaluate(self, ev: CompiledEvent, r: int | None, p: int | None, n: dict[str, Any]) -> list[Write]:
         a = self.store.arrays
         fast = self.fast
         if not (ev.guard if fast else ev.gguard)(n, a):
-            raise self._refusal(ev, r, p, n)
+            raise self.refusals.guard(ev, r, p, n)
         if self.strict:
             for prop in ev.steps:
                 if not prop.fn(n, a):
@@ -210,7 +211,7 @@ class Pipeline:
         lo, hi = self._fold_bound(eff.lo), self._fold_bound(eff.hi)
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             self.refused[ev.name] += 1
-            raise DomainError(ev.name, p, self._block(p), self.describe(r), ev.guard_text,
+            raise DomainError(ev.name, p, self.refusals.block(p), self.describe(r), ev.guard_text,
                               f"{lo} <= {eff.target} <= {hi}", f"the effect gives {eff.target} = {value}")
 
     def _apply(self, ev: CompiledEvent, r: int | None, p: int | None, target: int, writes: list[Write]) -> None:
@@ -337,60 +338,6 @@ class Pipeline:
         self.commit()
         fired[:] = True
         return fired
-
-    # -- refusals ---------------------------------------------------------------------------------
-    def _block(self, p: int | None) -> int | None:
-        return None if p is None or "depth" not in self.store.cols else self.store.page("depth", p)
-
-    def _source_refusal(self, ev: CompiledEvent, r: int | None, p: int | None, state: int) -> GuardRefused:
-        self.refused[ev.name] += 1
-        where = {"page": f"{ev.owner}[p]", "reader": f"{ev.owner}[r]"}.get(ev.scope, f"{ev.owner}[r, p]")
-        need = " or ".join(f"'{s}'" for s in sorted(self.cspec.state_names[ev.owner][c] for c in ev.sources))
-        shown = self.cspec.state_names[ev.owner][state]
-        return GuardRefused(ev.name, p, self._block(p), self.describe(r), f"{where} in {{{need}}}",
-                            f"{where} in {{{need}}}", f"{where} is '{shown}'")
-
-    def _refusal(self, ev: CompiledEvent, r: int | None, p: int | None, n: Mapping[str, Any]) -> GuardRefused:
-        self.refused[ev.name] += 1
-        a = self.store.arrays
-        failed = next((c for c in ev.conjuncts if not c.gfn(n, a)), None)
-        text = failed.text if failed is not None else ev.guard_text
-        reads = failed.reads if failed is not None else frozenset()
-        detail = ", ".join(self.values(reads, r, p))
-        cls = self.refusal_class(reads, r, p)
-        return cls(ev.name, p, self._block(p), self.describe(r), ev.guard_text, text, detail)
-
-    def refusal_class(self, reads: frozenset[str], r: int | None, p: int | None) -> type[GuardRefused]:
-        """PinnedPageError when the refused conjunct reads a pin the page holds, TopologyError when it
-        reads a captured graph, GuardRefused otherwise."""
-        if p is not None and "pin" in reads and self.store.page("pin", p) > 0:
-            return PinnedPageError
-        if "graph" in reads and self._captured(r, p):
-            return TopologyError
-        return GuardRefused
-
-    def _captured(self, r: int | None, p: int | None) -> bool:
-        store, idle = self.store, self._graph_idle
-        readers = [r] if r is not None else []
-        if p is not None:
-            readers += list(store.readers_at(("block",), p)) if "block" in store.rp else []
-        return any(store.reader("graph", x) != idle for x in readers if x is not None)
-
-    def values(self, reads: frozenset[str], r: int | None, p: int | None, subscripts: bool = True) -> list[str]:
-        """``name[p]='value'`` (``name='value'`` without ``subscripts``) for the state an expression read
-        (decoded), for messages."""
-        out = []
-        scopes, dec = self.cspec.scopes, self.cspec.decode
-        for name in sorted(reads):
-            scope = scopes.get(name)
-            if scope == "page" and p is not None:
-                out.append(f"{name}{'[p]' if subscripts else ''}={dec(name, self.store.page(name, p))!r}")
-            elif scope == "reader" and r is not None:
-                out.append(f"{name}{'[r]' if subscripts else ''}={dec(name, self.store.reader(name, r))!r}")
-            elif scope == "reader_page" and r is not None and p is not None:
-                out.append(f"{name}{'[r, p]' if subscripts else ''}={dec(name, self.store.rp_value(name, r, p))!r}")
-        return out
-
 
 def _index(index: str, r: int | None, p: int | None, star: int | None) -> Any:
     """The index an effect written ``x[index]`` assigns for reader ``r``, page ``p`` and '*' = ``star``."""
