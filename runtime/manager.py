@@ -203,11 +203,11 @@ class CacheManager:
         """Start copying a host/disk page back to the GPU; the future completes once it landed or was
         found corrupt."""
         with self.lock:
-            return self.parts.tiers.prefetch(self.parts.pages.get(pid).pid)
+            return self.parts.prefetcher.prefetch(self.parts.pages.get(pid).pid)
 
     def wait_prefetches(self, timeout: float | None = None) -> None:
         """Block until every copy in flight has landed or failed."""
-        self.parts.tiers.wait(timeout)
+        self.parts.prefetcher.wait(timeout)
 
     def drop(self, pid: int) -> None:
         """Forget a page's payload (spec ``drop``); recompute is its way back."""
@@ -287,6 +287,7 @@ class CacheManager:
     def close(self) -> None:
         """Wait for copies in flight and stop the worker threads."""
         self.wait_prefetches()
+        self.parts.prefetcher.close()
         self.parts.tiers.close()
 
     def __enter__(self) -> CacheManager:

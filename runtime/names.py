@@ -24,7 +24,8 @@ from .domains import LIVE_PAGES, LIVE_READERS, PAGE_READERS, READER_PAGES, Domai
 from .errors import DomainError
 from .incremental import Incremental
 from .irtools import encode_states
-from .state import EMPTY, StateStore
+from .sparse import EMPTY
+from .state import StateStore
 
 
 class RuntimeNames:

@@ -40,6 +40,7 @@ from .morphology import Morphology
 from .pages import PageDirectory
 from .pipeline import Pipeline
 from .policy import make_policy
+from .prefetch import Prefetcher
 from .readers import ReaderTable
 from .recovery import Recovery
 from .seam import PolicySeam
@@ -98,6 +99,7 @@ class Parts:
     seam: PolicySeam
     collector: Collector
     tiers: TierMover
+    prefetcher: Prefetcher
     morph: Morphology
     leases: LeaseBook
     lookups: Lookups
@@ -129,14 +131,16 @@ class Parts:
         collector = Collector(pipe, pages, index, busy, storage, seam)
         metrics = Metrics()
         tiers = TierMover(pipe, pages, storage, seam, busy, collector, metrics, config, lock)
+        prefetcher = Prefetcher(pipe, pages, storage, seam, busy, collector, tiers, metrics, config, lock)
         morph = Morphology(pipe, pages, storage, seam, collector, config)
         ident = id(pipe)
         leases = LeaseBook(pipe, pages, readers, storage, collector, seam, ident)
         lookups = Lookups(cspec, store, index, pages, readers, leases, storage, seam, metrics, config)
         sequences = Sequences(pipe, pages, readers, index, storage, tiers, morph, collector, seam, config)
-        recovery = Recovery(pipe, pages, tiers, morph, busy, collector, metrics, lock)
-        parts = cls(config, cspec, lock, pipe, pages, readers, index, storage, busy, seam, collector, tiers, morph,
-                    leases, lookups, sequences, recovery, metrics, config.page_bytes or data.page_bytes, ident)
+        recovery = Recovery(pipe, pages, tiers, prefetcher, morph, busy, collector, metrics, lock)
+        parts = cls(config, cspec, lock, pipe, pages, readers, index, storage, busy, seam, collector, tiers,
+                    prefetcher, morph, leases, lookups, sequences, recovery, metrics,
+                    config.page_bytes or data.page_bytes, ident)
         pipe.watch(GEN, parts._publish_generation)
         readers.on_retire.append(pipe.names.inc.forget_reader)
         for agg in cspec.aggregates.values():

@@ -2,7 +2,7 @@
 
 ::
 
-    plan.pages_on("prefetch")   tiers.prefetch, all started, then waited for (block=True)
+    plan.pages_on("prefetch")   prefetcher.prefetch, all started, then waited for (block=True)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
     every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU
 
@@ -24,15 +24,16 @@ from .morphology import Morphology
 from .pages import PageDirectory
 from .pipeline import Pipeline
 from .plan import RecoveryPlan, RecoveryReport
+from .prefetch import Prefetcher
 from .tiering import TierMover
 
 
 class Recovery:
     """Executes recovery plans."""
 
-    def __init__(self, pipe: Pipeline, pages: PageDirectory, tiers: TierMover, morph: Morphology, busy: Busy,
-                 collector: Collector, metrics: Metrics, lock: threading.RLock) -> None:
-        self.pipe, self.pages, self.tiers, self.morph = pipe, pages, tiers, morph
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, tiers: TierMover, prefetcher: Prefetcher,
+                 morph: Morphology, busy: Busy, collector: Collector, metrics: Metrics, lock: threading.RLock) -> None:
+        self.pipe, self.pages, self.tiers, self.prefetcher, self.morph = pipe, pages, tiers, prefetcher, morph
         self.busy, self.collector, self.metrics, self.lock = busy, collector, metrics, lock
         codes = pipe.cspec.codes[TIER]
         self._gpu, self._dropped = codes["gpu"], codes["dropped"]
@@ -60,7 +61,7 @@ class Recovery:
                     failed.append((pid, "page is gone"))
                     continue
                 try:
-                    futures.append(self.tiers.prefetch(pid, protect))
+                    futures.append(self.prefetcher.prefetch(pid, protect))
                 except MorphcacheError as exc:
                     failed.append((pid, str(exc)))
         if block and futures:

@@ -13,7 +13,8 @@ through the numpy views of the same memory.  Ghost variables are not kept: they 
 physically so, and the runtime never reads them.
 
 Writes are journaled inside a transaction (``begin``/``commit``/``rollback``): a call made of several
-spec events either completes or leaves every value as it found it.
+spec events either completes or leaves every value as it found it.  (Longer than most modules: the
+write paths and the rollback that undoes them belong side by side.)
 """
 
 from __future__ import annotations
@@ -21,59 +22,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from .compiler import CompiledSpec
-
-EMPTY: dict[int, int] = {}
-
-
-class RPView:
-    """One per-(reader, page) variable seen as ``arrays[x][(r, p)]`` by both backends."""
-
-    __slots__ = ("data", "init")
-
-    def __init__(self, data: dict[int, dict[int, int]], init: int) -> None:
-        self.data = data
-        self.init = init
-
-    def __getitem__(self, key: tuple[Any, Any]) -> Any:
-        r, p = key
-        if isinstance(r, np.ndarray) or isinstance(p, np.ndarray):
-            return self.gather(r, p)
-        row = self.data.get(r)
-        return row.get(p, self.init) if row else self.init
-
-    def gather(self, r: Any, p: Any) -> np.ndarray:
-        """Values at broadcast index arrays ``r`` and ``p``."""
-        rr, pp = np.broadcast_arrays(np.asarray(r, dtype=np.int64), np.asarray(p, dtype=np.int64))
-        out = np.full(rr.shape, self.init, dtype=np.int64)
-        if not self.data or not out.size:
-            return out
-        flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)
-        one = bool(flat_r.size) and flat_r[0] == flat_r[-1] and bool((flat_r == flat_r[0]).all())
-        if not one and flat_r.size > 8:  # many readers (a decode step): one lookup per pair
-            data, init, empty = self.data, self.init, EMPTY
-            pairs = zip(flat_r.tolist(), flat_p.tolist(), strict=True)
-            flat[:] = [(data.get(r) or empty).get(q, init) for r, q in pairs]
-            return out
-        readers = [int(flat_r[0])] if one else np.unique(flat_r).tolist()
-        for reader in readers:
-            row = self.data.get(reader)
-            if not row:
-                continue
-            sel = slice(None) if len(readers) == 1 else np.flatnonzero(flat_r == reader)
-            pages = flat_p[sel].tolist()
-            try:
-                values = itemgetter(*pages)(row) if len(pages) > 1 else (row[pages[0]],)
-            except KeyError:
-                get, init = row.get, self.init
-                values = [get(q, init) for q in pages]
-            flat[sel] = values
-        return out
+from .sparse import EMPTY, RPView, hold, reindex, unhold
 
 
 class StateStore:
@@ -275,9 +229,9 @@ class StateStore:
         rev = self.rev.get(name)
         if rev is not None:
             if value == init:
-                _unhold(rev, pid, rid)
+                unhold(rev, pid, rid)
             elif old == init:
-                _hold(rev, pid, rid)
+                hold(rev, pid, rid)
 
     def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int] | int) -> None:
         """Set ``name`` of reader ``rid`` at many distinct pages (``values``: one per page, or one for all)."""
@@ -307,7 +261,7 @@ class StateStore:
             del table[rid]
         rev = self.rev.get(name)
         if rev is not None:
-            self._reindex(rev, rid, pids, olds, values, init)
+            reindex(rev, rid, pids, olds, values, init)
 
     def _set_rp_row_same(self, name: str, rid: int, pids: list[int], value: int, init: int) -> None:
         table = self.rp[name]
@@ -328,23 +282,7 @@ class StateStore:
             del table[rid]
         rev = self.rev.get(name)
         if rev is not None:
-            self._reindex(rev, rid, pids, olds, [value] * len(pids), init)
-
-    @staticmethod
-    def _reindex(rev: dict[int, Any], rid: int, pids: list[int], olds: list[int], values: list[int],
-                 init: int) -> None:
-        if all(o == init for o in olds) and init not in values:  # the reader takes pages it did not hold
-            new = [pid for pid in pids if pid not in rev]
-            if len(new) == len(pids):
-                rev.update(dict.fromkeys(new, rid))  # nobody held them: one holder each
-                return
-        for pid, old, value in zip(pids, olds, values, strict=True):
-            if (old == init) == (value == init):
-                continue
-            if value == init:
-                _unhold(rev, pid, rid)
-            else:
-                _hold(rev, pid, rid)
+            reindex(rev, rid, pids, olds, [value] * len(pids), init)
 
     # -- transactions -----------------------------------------------------------------------------
     def begin(self) -> int:
@@ -406,28 +344,3 @@ class StateStore:
             self.journal = None
         return restored
 
-
-def _hold(rev: dict[int, Any], pid: int, rid: int) -> None:
-    found = rev.get(pid)
-    if found is None:
-        rev[pid] = rid
-    elif found.__class__ is int:
-        if found != rid:
-            rev[pid] = {found, rid}
-    else:
-        found.add(rid)
-
-
-def _unhold(rev: dict[int, Any], pid: int, rid: int) -> None:
-    found = rev.get(pid)
-    if found is None:
-        return
-    if found.__class__ is int:
-        if found == rid:
-            del rev[pid]
-        return
-    found.discard(rid)
-    if len(found) == 1:
-        rev[pid] = next(iter(found))
-    elif not found:
-        del rev[pid]

@@ -6,8 +6,7 @@ was and drops nothing.
     offload   gpu --offload--> offloading --offload_done--> host [--spill--> disk]
               bytes copied (host) or written (disk file) *first*; the events fire after, together
     spill     host --spill--> disk        file written first; a full disk's victim dropped after
-    prefetch  host|disk --prefetch--> prefetching   (slot reserved; copy on a worker thread)
-              worker: copy -> copy_done -> verify (checksum measured) -> land | corrupt
+    prefetch  host|disk --prefetch--> prefetching   (prefetch.py: a reserved slot, a worker's copy)
     drop      gpu|host|disk --drop--> dropped       (payload freed; recompute rebuilds it)
     recompute dropped --recompute--> gpu            (a fresh slot; the tokens prefilled again)
 
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 
 from .collect import Busy, Collector
@@ -42,7 +40,6 @@ class TierMover:
         self.pipe, self.pages, self.storage, self.seam = pipe, pages, storage, seam
         self.busy, self.collector, self.metrics, self.config, self.lock = busy, collector, metrics, config, lock
         self.page_bytes = config.page_bytes or storage.data.page_bytes
-        self.executor = ThreadPoolExecutor(config.prefetch_workers, thread_name_prefix="morphcache-prefetch")
 
     def _gen(self, pid: int) -> int:
         return self.pipe.store.page("gen", pid)
@@ -77,7 +74,7 @@ class TierMover:
 
     # -- offload and spill ------------------------------------------------------------------------
     @contextmanager
-    def _holding(self, pid: int, protect: frozenset[int] | set[int]) -> Iterator[None]:
+    def holding(self, pid: int, protect: frozenset[int] | set[int]) -> Iterator[None]:
         """Hold ``pid`` and ``protect`` while a move runs: dropping a victim may free its parent chain,
         never a page this move (or the one that needs its room) still uses.  What nothing holds any more
         afterwards is collected then."""
@@ -95,7 +92,7 @@ class TierMover:
 
     def offload(self, pid: int, to: str = "host", protect: frozenset[int] | set[int] = frozenset()) -> None:
         """Move a GPU page to the host (or through it to disk)."""
-        with self._holding(pid, protect):
+        with self.holding(pid, protect):
             self._offload(pid, to, protect)
 
     def _offload(self, pid: int, to: str, protect: frozenset[int] | set[int]) -> None:
@@ -151,7 +148,7 @@ class TierMover:
 
     def spill(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
         """Move a host page to disk: its file is written before anything is dropped for room."""
-        with self._holding(pid, protect):
+        with self.holding(pid, protect):
             self._spill(pid, protect)
 
     def _spill(self, pid: int, protect: frozenset[int] | set[int]) -> None:
@@ -222,101 +219,10 @@ class TierMover:
         self.pipe.fire("evict", None, pid)
         self.collector.collect(pid)
 
-    # -- prefetch ---------------------------------------------------------------------------------
-    def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> Future[None]:
-        """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
-        back and leaves the page where it was)."""
-        existing = self.busy.inflight.get(pid)
-        if existing is not None:
-            return existing
-        with self._holding(pid, protect):
-            return self._prefetch(pid, protect)
-
-    def _prefetch(self, pid: int, protect: frozenset[int] | set[int]) -> Future[None]:
-        rec = self.pages.get(pid)
-        pipe = self.pipe
-        source = rec.meta.tier
-        if source not in ("host", "disk") or not pipe.allowed("prefetch", None, pid):
-            pipe.fire("prefetch", None, pid)  # raises the spec's refusal
-            raise TierError(f"page {pid} has no host or disk copy to prefetch")
-        slot = self.take_slot(rec, protect)
-        try:
-            pipe.fire("prefetch", None, pid)
-        except BaseException:
-            self.storage.slots.give(slot)
-            raise
-        try:
-            self.storage.place(rec, slot, self._gen(pid))
-            fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
-        except BaseException:  # the event fired; nothing may strand the page without its copy
-            self._abandon(pid, slot)
-            raise
-        self.busy.inflight[pid] = fut
-        return fut
-
-    def _abandon(self, pid: int, slot: int) -> None:
-        """A prefetch whose copy could not be started: the page goes to the recompute path (spec
-        ``copy_done`` then ``verify`` measuring nothing, ``corrupt``) and its slot is given back."""
-        rec = self.pages.get(pid)
-        pipe = self.pipe
-        pipe.fire("copy_done", None, pid)
-        pipe.fire("verify", None, pid, observed={"intact": False})
-        pipe.fire("corrupt", None, pid)
-        if rec.gpu_slot == slot:
-            self.storage.free_slot(rec)
-        else:
-            self.storage.slots.give(slot)
-        self.seam.moved(rec, "dropped")
-
-    def _copy(self, pid: int, slot: int, source: str) -> None:
-        """Worker: copy the payload into the reserved slot, then let the spec decide if it lands."""
-        storage = self.storage
-        data = storage.host.get(pid) if source == "host" else (storage.disk.get(pid) if storage.disk else None)
-        if data is not None:
-            storage.data.write(slot, data)
-        with self.lock:
-            try:
-                self._land(pid, slot, source, data)
-            finally:
-                self.busy.inflight.pop(pid, None)
-                self.collector.collect(pid)
-
-    def _land(self, pid: int, slot: int, source: str, data: bytes | None) -> None:
-        rec = self.pages.get(pid)
-        pipe = self.pipe
-        pipe.fire("copy_done", None, pid)
-        reason = None
-        if data is None:
-            reason = "missing"
-        elif len(data) != self.page_bytes:
-            reason = "truncated"
-        elif checksum(self.storage.data.read(slot)) != rec.checksum:
-            reason = "checksum"
-        pipe.fire("verify", None, pid, observed={"intact": reason is None})
-        if pipe.allowed("land", None, pid):  # the spec decides, from what verify recorded
-            pipe.fire("land", None, pid)
-            self.metrics.bytes_moved[f"{source}->gpu"] += len(data or b"")
-            self.seam.moved(rec, "gpu")
-        else:
-            pipe.fire("corrupt", None, pid)
-            self.metrics.corrupt_pages[reason or "refused"] += 1
-            self.storage.free_slot(rec)
-            self.seam.moved(rec, "dropped")
-        self.storage.host.remove(pid)
-        disk = self.storage.disk
-        if disk is not None and pid in disk and not disk.remove(pid):
-            self.metrics.extra["disk_leftover_files"] = len(disk.leftovers)
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Block until every copy in flight has landed or failed (call without the lock)."""
-        with self.lock:
-            futures = list(self.busy.inflight.values())
-        wait(futures, timeout)
-
     # -- recompute --------------------------------------------------------------------------------
     def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
         """Rebuild a dropped page from its tokens into a fresh slot."""
-        with self._holding(pid, protect):
+        with self.holding(pid, protect):
             self._recompute(pid, protect)
 
     def _recompute(self, pid: int, protect: frozenset[int] | set[int]) -> None:
@@ -336,9 +242,8 @@ class TierMover:
         self.metrics.extra["recomputed_pages"] += 1
 
     def close(self) -> None:
-        """Stop the copy workers (after the copies in flight), try the leftover files once more and
-        release the disk directory."""
-        self.executor.shutdown(wait=True)
+        """Try the leftover files once more and release the disk directory (after the copy workers
+        stopped)."""
         disk = self.storage.disk
         if disk is not None:
             if disk.leftovers:

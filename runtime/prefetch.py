@@ -1,0 +1,136 @@
+"""Prefetch: a host or disk page copied back into a reserved GPU slot on a worker thread, and the spec
+deciding whether it lands::
+
+    prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
+    worker     read the copy (outside the lock), write it into the slot
+    then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
+               the source copy is deleted (a file that cannot be is a counted leftover)
+
+While the copy is in flight the page is ``Busy``: nothing forgets it, and ``check_integrity`` accepts
+its payload both in the slot and at its source.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+from .collect import Busy, Collector
+from .config import RuntimeConfig
+from .errors import TierError
+from .metrics import Metrics
+from .pages import PageDirectory
+from .pipeline import Pipeline
+from .seam import PolicySeam
+from .store import checksum
+from .tiering import TierMover
+from .tiers import Storage
+
+
+class Prefetcher:
+    """Starts copies back to the GPU and lands them."""
+
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, storage: Storage, seam: PolicySeam, busy: Busy,
+                 collector: Collector, tiers: TierMover, metrics: Metrics, config: RuntimeConfig,
+                 lock: threading.RLock) -> None:
+        self.pipe, self.pages, self.storage, self.seam, self.busy = pipe, pages, storage, seam, busy
+        self.collector, self.tiers, self.metrics, self.lock = collector, tiers, metrics, lock
+        self.page_bytes = config.page_bytes or storage.data.page_bytes
+        self.executor = ThreadPoolExecutor(config.prefetch_workers, thread_name_prefix="morphcache-prefetch")
+
+    def _gen(self, pid: int) -> int:
+        return self.pipe.store.page("gen", pid)
+
+    def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> Future[None]:
+        """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
+        back and leaves the page where it was)."""
+        existing = self.busy.inflight.get(pid)
+        if existing is not None:
+            return existing
+        with self.tiers.holding(pid, protect):
+            return self._prefetch(pid, protect)
+
+    def _prefetch(self, pid: int, protect: frozenset[int] | set[int]) -> Future[None]:
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        source = rec.meta.tier
+        if source not in ("host", "disk") or not pipe.allowed("prefetch", None, pid):
+            pipe.fire("prefetch", None, pid)  # raises the spec's refusal
+            raise TierError(f"page {pid} has no host or disk copy to prefetch")
+        slot = self.tiers.take_slot(rec, protect)
+        try:
+            pipe.fire("prefetch", None, pid)
+        except BaseException:
+            self.storage.slots.give(slot)
+            raise
+        try:
+            self.storage.place(rec, slot, self._gen(pid))
+            fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+        except BaseException:  # the event fired; nothing may strand the page without its copy
+            self._abandon(pid, slot)
+            raise
+        self.busy.inflight[pid] = fut
+        return fut
+
+    def _abandon(self, pid: int, slot: int) -> None:
+        """A prefetch whose copy could not be started: the page goes to the recompute path (spec
+        ``copy_done`` then ``verify`` measuring nothing, ``corrupt``) and its slot is given back."""
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        pipe.fire("copy_done", None, pid)
+        pipe.fire("verify", None, pid, observed={"intact": False})
+        pipe.fire("corrupt", None, pid)
+        if rec.gpu_slot == slot:
+            self.storage.free_slot(rec)
+        else:
+            self.storage.slots.give(slot)
+        self.seam.moved(rec, "dropped")
+
+    def _copy(self, pid: int, slot: int, source: str) -> None:
+        """Worker: copy the payload into the reserved slot, then let the spec decide if it lands."""
+        storage = self.storage
+        data = storage.host.get(pid) if source == "host" else (storage.disk.get(pid) if storage.disk else None)
+        if data is not None:
+            storage.data.write(slot, data)
+        with self.lock:
+            try:
+                self._land(pid, slot, source, data)
+            finally:
+                self.busy.inflight.pop(pid, None)
+                self.collector.collect(pid)
+
+    def _land(self, pid: int, slot: int, source: str, data: bytes | None) -> None:
+        rec = self.pages.get(pid)
+        pipe = self.pipe
+        pipe.fire("copy_done", None, pid)
+        reason = None
+        if data is None:
+            reason = "missing"
+        elif len(data) != self.page_bytes:
+            reason = "truncated"
+        elif checksum(self.storage.data.read(slot)) != rec.checksum:
+            reason = "checksum"
+        pipe.fire("verify", None, pid, observed={"intact": reason is None})
+        if pipe.allowed("land", None, pid):  # the spec decides, from what verify recorded
+            pipe.fire("land", None, pid)
+            self.metrics.bytes_moved[f"{source}->gpu"] += len(data or b"")
+            self.seam.moved(rec, "gpu")
+        else:
+            pipe.fire("corrupt", None, pid)
+            self.metrics.corrupt_pages[reason or "refused"] += 1
+            self.storage.free_slot(rec)
+            self.seam.moved(rec, "dropped")
+        self.storage.host.remove(pid)
+        disk = self.storage.disk
+        if disk is not None and pid in disk and not disk.remove(pid):
+            self.metrics.extra["disk_leftover_files"] = len(disk.leftovers)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every copy in flight has landed or failed (call without the lock)."""
+        with self.lock:
+            futures = list(self.busy.inflight.values())
+        wait(futures, timeout)
+
+    def close(self) -> None:
+        """Stop the copy workers after the copies in flight."""
+        self.executor.shutdown(wait=True)

@@ -1,0 +1,106 @@
+"""Per-(reader, page) state, sparse: reader -> {page: value}, an initial value absent.
+
+::
+
+    block      reader 0: {7: in, 12: in}      reader 3: {7: in}
+    rev        page 7: {0, 3}   page 12: 0     (who holds a page: one reader id, or a set of two or more)
+
+``RPView`` lets both backends read a variable as ``arrays[x][(r, p)]`` (one pair, or index arrays).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+EMPTY: dict[int, int] = {}
+
+
+class RPView:
+    """One per-(reader, page) variable seen as ``arrays[x][(r, p)]`` by both backends."""
+
+    __slots__ = ("data", "init")
+
+    def __init__(self, data: dict[int, dict[int, int]], init: int) -> None:
+        self.data = data
+        self.init = init
+
+    def __getitem__(self, key: tuple[Any, Any]) -> Any:
+        r, p = key
+        if isinstance(r, np.ndarray) or isinstance(p, np.ndarray):
+            return self.gather(r, p)
+        row = self.data.get(r)
+        return row.get(p, self.init) if row else self.init
+
+    def gather(self, r: Any, p: Any) -> np.ndarray:
+        """Values at broadcast index arrays ``r`` and ``p``."""
+        rr, pp = np.broadcast_arrays(np.asarray(r, dtype=np.int64), np.asarray(p, dtype=np.int64))
+        out = np.full(rr.shape, self.init, dtype=np.int64)
+        if not self.data or not out.size:
+            return out
+        flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)
+        one = bool(flat_r.size) and flat_r[0] == flat_r[-1] and bool((flat_r == flat_r[0]).all())
+        if not one and flat_r.size > 8:  # many readers (a decode step): one lookup per pair
+            data, init, empty = self.data, self.init, EMPTY
+            pairs = zip(flat_r.tolist(), flat_p.tolist(), strict=True)
+            flat[:] = [(data.get(r) or empty).get(q, init) for r, q in pairs]
+            return out
+        readers = [int(flat_r[0])] if one else np.unique(flat_r).tolist()
+        for reader in readers:
+            row = self.data.get(reader)
+            if not row:
+                continue
+            sel = slice(None) if len(readers) == 1 else np.flatnonzero(flat_r == reader)
+            pages = flat_p[sel].tolist()
+            try:
+                values = itemgetter(*pages)(row) if len(pages) > 1 else (row[pages[0]],)
+            except KeyError:
+                get, init = row.get, self.init
+                values = [get(q, init) for q in pages]
+            flat[sel] = values
+        return out
+
+
+def hold(rev: dict[int, Any], pid: int, rid: int) -> None:
+    found = rev.get(pid)
+    if found is None:
+        rev[pid] = rid
+    elif found.__class__ is int:
+        if found != rid:
+            rev[pid] = {found, rid}
+    else:
+        found.add(rid)
+
+
+def unhold(rev: dict[int, Any], pid: int, rid: int) -> None:
+    found = rev.get(pid)
+    if found is None:
+        return
+    if found.__class__ is int:
+        if found == rid:
+            del rev[pid]
+        return
+    found.discard(rid)
+    if len(found) == 1:
+        rev[pid] = next(iter(found))
+    elif not found:
+        del rev[pid]
+
+
+def reindex(rev: dict[int, Any], rid: int, pids: list[int], olds: list[int], values: list[int],
+            init: int) -> None:
+    """Update the reverse index after reader ``rid``'s entries at ``pids`` went from ``olds`` to ``values``."""
+    if all(o == init for o in olds) and init not in values:  # the reader takes pages it did not hold
+        new = [pid for pid in pids if pid not in rev]
+        if len(new) == len(pids):
+            rev.update(dict.fromkeys(new, rid))  # nobody held them: one holder each
+            return
+    for pid, old, value in zip(pids, olds, values, strict=True):
+        if (old == init) == (value == init):
+            continue
+        if value == init:
+            unhold(rev, pid, rid)
+        else:
+            hold(rev, pid, rid)
