@@ -9,54 +9,30 @@ Token and page arithmetic (C = page size)::
     after      sealed pages are hashed into the index, then compressed, indexed, admitted and slid
                out of the window (proposals the spec decides)
 
-Room is made before a transaction starts (a full GPU pool moves the policy's victims, never the
-sequence's own pages); inside it only spec events and what undoes exactly with them happen, so a
-refusal leaves everything as it was.  Bytes are written to the data plane once the events commit.
+Each call's events run in one ``PageWriter`` transaction (pagewriter.py): room made first, a refusal
+leaves everything as it was, bytes written once the events commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from .binding import LPIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
-from .errors import BadInputError, CapacityError, DuplicateSequenceError, MorphcacheError
-from .index import ROOT_HASH, PrefixIndex, chain_hash
+from .errors import BadInputError, DuplicateSequenceError, MorphcacheError
+from .index import PrefixIndex
 from .lease import Lease
 from .morphology import Morphology
 from .pages import PageDirectory, PageRecord
+from .pagewriter import PageWriter, Pending, Spans, token_types
 from .pipeline import Pipeline
 from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
-
-Spans = Sequence[tuple[int, int, str]] | None
-Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
-
-
-def token_types(spans: Spans, n: int) -> list[str | None] | None:
-    """The type of each of ``n`` tokens from ``(start, end, type_name)`` spans; BadInputError if malformed."""
-    if spans is None:
-        return None
-    out: list[str | None] = [None] * n
-    try:
-        items = list(spans)
-    except TypeError:
-        raise BadInputError(f"types must be a sequence of (start, end, type_name) spans, got {spans!r}") from None
-    for span in items:
-        if not (isinstance(span, tuple) and len(span) == 3 and isinstance(span[2], str)
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in span[:2])
-                and 0 <= span[0] < span[1] <= n):
-            raise BadInputError(f"a type span must be (start, end, type_name) with 0 <= start < end <= {n}, "
-                                f"got {span!r}")
-        for i in range(span[0], span[1]):
-            out[i] = span[2]
-    return out
 
 
 class Sequences:
@@ -72,7 +48,7 @@ class Sequences:
         codes = pipe.cspec.codes
         self._sealed_codes = np.array([codes[TAIL]["sealed"], codes[TAIL]["released"]], dtype=np.int64)
         self._pooled = codes[POOL]["pooled"]
-        self.page_bytes = config.page_bytes or storage.data.page_bytes
+        self.writer = PageWriter(pipe, pages, readers, index, storage, tiers, morph, seam, config)
 
     def frontier(self, reader: ReaderRecord) -> int:
         """Tokens in the reader's sequence."""
@@ -89,11 +65,11 @@ class Sequences:
         reader.session, reader.task = session, task
         def events(pending: list[Pending]) -> None:
             self.pipe.fire("register", reader.rid)
-            self._events(reader, 0, tokens, kinds, pending)
+            self.writer.events(reader, 0, tokens, kinds, pending)
 
         try:
-            self._room(reader, 0, len(tokens))
-            self._transaction(events)
+            self.writer.room(reader, 0, len(tokens))
+            self.writer.transaction(events)
         except BaseException:
             self.readers.retire_if_idle(reader)
             raise
@@ -110,7 +86,7 @@ class Sequences:
                 self.pipe.fire_batch("detach", reader.rid, pids, distinct=True)
             self.pipe.fire("free", reader.rid)
 
-        self._transaction(events)
+        self.writer.transaction(events)
         reader.block = []
         reader.slide_next = 0
         records = self.pages.records
@@ -133,8 +109,8 @@ class Sequences:
         if start + len(tokens) > self.config.max_sequence_tokens:
             raise BadInputError(f"sequence {reader.name!r}: {start} + {len(tokens)} tokens exceeds "
                                 f"max_sequence_tokens {self.config.max_sequence_tokens}")
-        self._room(reader, start, len(tokens))
-        self._transaction(lambda pending: self._events(reader, start, tokens, kinds, pending))
+        self.writer.room(reader, start, len(tokens))
+        self.writer.transaction(lambda pending: self.writer.events(reader, start, tokens, kinds, pending))
         return self.frontier(reader)
 
     def append_many(self, items: list[tuple[ReaderRecord, Sequence[int]]]) -> list[MorphcacheError]:
@@ -173,140 +149,13 @@ class Sequences:
                 toks_ = [t for t, f in zip(simple_t, ok, strict=True) if f]
                 readers = self.readers.by_rid
                 rest += [(readers[r], [t]) for r, t, f in zip(simple_r, simple_t, ok, strict=True) if not f]
-            self._write_one_each(recs, toks_)
+            self.writer.write_one_each(recs, toks_)
         for reader, toks in rest:
             try:
                 self.append(reader, toks)
             except MorphcacheError as exc:
                 errors.append(exc)
         return errors
-
-    def _write_one_each(self, recs: list[PageRecord], tokens: list[int]) -> None:
-        """Each page of ``recs`` takes one more token: records and the data plane (in one call when the
-        store can)."""
-        offsets = [len(rec.tokens) for rec in recs]
-        for rec, token in zip(recs, tokens, strict=True):
-            rec.tokens.append(token)
-        many = getattr(self.storage.data, "write_tokens_many", None)
-        if many is not None and len(recs) > 4:
-            n = len(recs)
-            many(np.fromiter((rec.gpu_slot for rec in recs), dtype=np.int64, count=n),
-                 np.fromiter((rec.meta.depth for rec in recs), dtype=np.int64, count=n),
-                 np.fromiter(offsets, dtype=np.int64, count=n), np.fromiter(tokens, dtype=np.uint64, count=n))
-            return
-        write = self.storage.data.write_tokens
-        for rec, offset, token in zip(recs, offsets, tokens, strict=True):
-            write(rec.gpu_slot, rec.depth, offset, (token,))
-
-    def _room(self, reader: ReaderRecord, start: int, n: int) -> None:
-        """Free GPU slots for every page ``n`` tokens from ``start`` open (never the reader's own pages)."""
-        need = len(range(-(-start // self.C) * self.C, start + n, self.C)) if n else 0
-        slots = self.storage.slots
-        protect = set(reader.block)
-        while len(slots.free_slots) < need:
-            if not self.tiers.reclaim_gpu(protect):
-                raise CapacityError(
-                    f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
-                    "(pinned, being written, captured, in flight or protected)")
-
-    def _transaction(self, events: Callable[[list[Pending]], Any]) -> None:
-        """Run ``events`` in one transaction; on success write the bytes and process sealed pages."""
-        pipe = self.pipe
-        pending: list[Pending] = []
-        undo: list[Callable[[], None]] = []
-        self._undo = undo
-        sp = pipe.begin()
-        try:
-            events(pending)
-        except BaseException:
-            pipe.rollback(sp)
-            for fn in reversed(undo):
-                fn()
-            raise
-        pipe.commit()
-        self._written(pending)
-
-    def _events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
-                pending: list[Pending]) -> None:
-        """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction)."""
-        c, pipe, rid = self.C, self.pipe, reader.rid
-        i, n, pos = 0, len(tokens), start
-        while i < n:
-            if pos % c == 0:
-                self._open(reader)
-            pid = reader.block[-1]
-            fill = pos % c
-            take = min(c - fill, n - i)
-            seals = fill + take == c
-            appends = take - seals
-            if appends > 2:
-                pipe.fire_repeat("append", rid, pid, appends)
-            else:
-                for _ in range(appends):
-                    pipe.fire("append", rid, pid)
-            if seals:
-                pipe.fire("seal", rid, pid)
-            rec = self.pages.records[pid]
-            chunk = tokens[i:i + take]
-            if fill + take == c:  # sealed: the chain hash the next page's open needs
-                rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
-                self._undo.append(_setter(rec, "hash", None))
-                if self.config.auto_slide:  # windows W tokens behind the frontier the seal reached
-                    self._undo.append(_setter(reader, "slide_next", reader.slide_next))
-                    self.morph.auto_slide(reader)
-            pending.append((rec, fill, chunk, kinds[i:i + take] if kinds else None))
-            i += take
-            pos += take
-
-    def _open(self, reader: ReaderRecord) -> int:
-        """Take a fresh page id and GPU slot for the reader's next block and fire ``open``."""
-        block = reader.block
-        parent = block[-1] if block else -1
-        parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
-        assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
-        pid = self.store.alloc_page()
-        meta = self.pages.meta(pid, len(block), session=reader.session, task=reader.task, bytes=self.page_bytes)
-        rec = PageRecord(pid, parent, parent_hash, meta)
-        self.pages.add(rec)
-        self._undo.append(lambda: _none(self.pages.remove(pid)))
-        self.storage.place(rec, self.storage.slots.take(pid), 0)
-        self._undo.append(lambda: self.storage.free_slot(rec))
-        self.pipe.fire("open", reader.rid, pid)
-        block.append(pid)
-        self._undo.append(lambda: _none(block.pop()))
-        self.index.add_child(parent_hash, pid, rec.tokens)
-        self._undo.append(lambda: self.index.remove_child(parent_hash, pid))
-        return pid
-
-    def _written(self, pending: list[Pending]) -> None:
-        """After commit: bytes to the data plane, tokens to the records, sealed pages processed."""
-        write = self.storage.data.write_tokens
-        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.tokens]
-        for rec in fresh:
-            self.seam.inserted(rec)
-        self.seam.holders([rec.pid for rec in fresh], 1)
-        self.seam.tick()
-        for rec, fill, toks, kinds in pending:
-            write(rec.gpu_slot, rec.depth, fill, toks)
-            rec.tokens.extend(toks)
-            meta = rec.meta
-            meta.tokens = len(rec.tokens)
-            if kinds is not None and any(kinds):
-                meta.types = meta.types | {k for k in kinds if k}
-            self.seam.accessed([rec.pid])
-            if len(rec.tokens) == self.C:
-                self._sealed(rec)
-
-    def _sealed(self, rec: PageRecord) -> None:
-        assert rec.hash is not None
-        rec.meta.hash = rec.hash
-        rec.meta.recovery_tokens = self.C * (rec.depth + 1)
-        self.index.add_sealed(rec.hash, rec.pid)
-        self.seam.updated(rec)
-        if self.config.auto_compress:
-            self.morph.maintain(rec.pid)
-        elif self.config.auto_admit:
-            self.morph.admit(rec.pid)
 
     # -- attach -----------------------------------------------------------------------------------
     def attach(self, reader: ReaderRecord, lease: Lease) -> int:
@@ -318,7 +167,7 @@ class Sequences:
                                 f"{self.frontier(reader)} tokens")
         part = lease.partial
         extra = len(part.tokens) if part is not None and part.tokens else 0
-        self._room(reader, len(lease.pages) * self.C, extra)
+        self.writer.room(reader, len(lease.pages) * self.C, extra)
         full = np.asarray(lease.pages, dtype=np.int64)
         own = lease.reader == reader.rid
         pipe, rid = self.pipe, reader.rid
@@ -337,11 +186,11 @@ class Sequences:
                     if len(last):
                         pipe.fire_batch("release_last", rid, last)
                 reader.block.extend(lease.pages)
-                self._undo.append(lambda: reader.block.clear())
+                self.writer.undo(lambda: reader.block.clear())
             if extra:
-                self._events(reader, len(lease.pages) * self.C, part.tokens, None, pending)  # type: ignore[union-attr]
+                self.writer.events(reader, len(lease.pages) * self.C, part.tokens, None, pending)  # type: ignore[union-attr]
 
-        self._transaction(events)
+        self.writer.transaction(events)
         self.seam.holders(lease.pages, 1)
         if extra:
             rec = self.pages.get(reader.block[-1])
@@ -355,16 +204,9 @@ class Sequences:
             for reader in readers:
                 self.pipe.fire(event, reader.rid)
 
-        self._transaction(events)
+        self.writer.transaction(events)
 
     def slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for every live window of the sequence; how many slid."""
         return self.morph.slide(reader)
 
-
-def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
-    return lambda: setattr(obj, name, value)
-
-
-def _none(_: object) -> None:
-    return None

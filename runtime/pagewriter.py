@@ -1,0 +1,209 @@
+"""Writing pages, inside one transaction of spec events: what register, append and attach share.
+
+Token and page arithmetic (C = page size)::
+
+    tokens     0 .......... C-1 | C ......... 2C-1 | 2C ..... frontier-1 |
+    blocks     [    page 0     ][     page 1      ][  page 2 (filling)  ]
+    events     open(r, p) at a page boundary, append(r, p) per token (one repeat batch for a run),
+               seal(r, p) on a page's last token, then slide proposals for windows left behind
+    after      the bytes go to the data plane; sealed pages are hashed into the index, compressed,
+               indexed and admitted (proposals the spec decides)
+
+Room is made before a transaction starts (a full GPU pool moves the policy's victims, never the
+sequence's own pages); inside it only spec events and what undoes exactly with them happen (an
+undo action is registered for each), so a refusal leaves everything as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .config import RuntimeConfig
+from .errors import BadInputError, CapacityError
+from .index import ROOT_HASH, PrefixIndex, chain_hash
+from .morphology import Morphology
+from .pages import PageDirectory, PageRecord
+from .pipeline import Pipeline
+from .readers import ReaderRecord, ReaderTable
+from .seam import PolicySeam
+from .tiering import TierMover
+from .tiers import Storage
+
+Spans = Sequence[tuple[int, int, str]] | None
+Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
+
+
+def token_types(spans: Spans, n: int) -> list[str | None] | None:
+    """The type of each of ``n`` tokens from ``(start, end, type_name)`` spans; BadInputError if malformed."""
+    if spans is None:
+        return None
+    out: list[str | None] = [None] * n
+    try:
+        items = list(spans)
+    except TypeError:
+        raise BadInputError(f"types must be a sequence of (start, end, type_name) spans, got {spans!r}") from None
+    for span in items:
+        if not (isinstance(span, tuple) and len(span) == 3 and isinstance(span[2], str)
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in span[:2])
+                and 0 <= span[0] < span[1] <= n):
+            raise BadInputError(f"a type span must be (start, end, type_name) with 0 <= start < end <= {n}, "
+                                f"got {span!r}")
+        for i in range(span[0], span[1]):
+            out[i] = span[2]
+    return out
+
+
+class PageWriter:
+    """Opens, fills and seals pages for a reader, one transaction at a time."""
+
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, readers: ReaderTable, index: PrefixIndex,
+                 storage: Storage, tiers: TierMover, morph: Morphology, seam: PolicySeam,
+                 config: RuntimeConfig) -> None:
+        self.pipe, self.pages, self.readers, self.index, self.storage = pipe, pages, readers, index, storage
+        self.tiers, self.morph, self.seam, self.config = tiers, morph, seam, config
+        self.store = pipe.store
+        self.C = config.page_size
+        self.page_bytes = config.page_bytes or storage.data.page_bytes
+        self._undo: list[Callable[[], None]] = []
+
+    def undo(self, fn: Callable[[], Any]) -> None:
+        """Register what undoes a change made outside the state store in the current transaction."""
+        self._undo.append(fn)
+
+    def write_one_each(self, recs: list[PageRecord], tokens: list[int]) -> None:
+        """Each page of ``recs`` takes one more token: records and the data plane (in one call when the
+        store can)."""
+        offsets = [len(rec.tokens) for rec in recs]
+        for rec, token in zip(recs, tokens, strict=True):
+            rec.tokens.append(token)
+        many = getattr(self.storage.data, "write_tokens_many", None)
+        if many is not None and len(recs) > 4:
+            n = len(recs)
+            many(np.fromiter((rec.gpu_slot for rec in recs), dtype=np.int64, count=n),
+                 np.fromiter((rec.meta.depth for rec in recs), dtype=np.int64, count=n),
+                 np.fromiter(offsets, dtype=np.int64, count=n), np.fromiter(tokens, dtype=np.uint64, count=n))
+            return
+        write = self.storage.data.write_tokens
+        for rec, offset, token in zip(recs, offsets, tokens, strict=True):
+            write(rec.gpu_slot, rec.depth, offset, (token,))
+
+    def room(self, reader: ReaderRecord, start: int, n: int) -> None:
+        """Free GPU slots for every page ``n`` tokens from ``start`` open (never the reader's own pages)."""
+        need = len(range(-(-start // self.C) * self.C, start + n, self.C)) if n else 0
+        slots = self.storage.slots
+        protect = set(reader.block)
+        while len(slots.free_slots) < need:
+            if not self.tiers.reclaim_gpu(protect):
+                raise CapacityError(
+                    f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
+                    "(pinned, being written, captured, in flight or protected)")
+
+    def transaction(self, events: Callable[[list[Pending]], Any]) -> None:
+        """Run ``events`` in one transaction; on success write the bytes and process sealed pages."""
+        pipe = self.pipe
+        pending: list[Pending] = []
+        undo: list[Callable[[], None]] = []
+        self._undo = undo
+        sp = pipe.begin()
+        try:
+            events(pending)
+        except BaseException:
+            pipe.rollback(sp)
+            for fn in reversed(undo):
+                fn()
+            raise
+        pipe.commit()
+        self.written(pending)
+
+    def events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
+                pending: list[Pending]) -> None:
+        """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction)."""
+        c, pipe, rid = self.C, self.pipe, reader.rid
+        i, n, pos = 0, len(tokens), start
+        while i < n:
+            if pos % c == 0:
+                self.open(reader)
+            pid = reader.block[-1]
+            fill = pos % c
+            take = min(c - fill, n - i)
+            seals = fill + take == c
+            appends = take - seals
+            if appends > 2:
+                pipe.fire_repeat("append", rid, pid, appends)
+            else:
+                for _ in range(appends):
+                    pipe.fire("append", rid, pid)
+            if seals:
+                pipe.fire("seal", rid, pid)
+            rec = self.pages.records[pid]
+            chunk = tokens[i:i + take]
+            if fill + take == c:  # sealed: the chain hash the next page's open needs
+                rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
+                self.undo(_setter(rec, "hash", None))
+                if self.config.auto_slide:  # windows W tokens behind the frontier the seal reached
+                    self.undo(_setter(reader, "slide_next", reader.slide_next))
+                    self.morph.auto_slide(reader)
+            pending.append((rec, fill, chunk, kinds[i:i + take] if kinds else None))
+            i += take
+            pos += take
+
+    def open(self, reader: ReaderRecord) -> int:
+        """Take a fresh page id and GPU slot for the reader's next block and fire ``open``."""
+        block = reader.block
+        parent = block[-1] if block else -1
+        parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
+        assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
+        pid = self.store.alloc_page()
+        meta = self.pages.meta(pid, len(block), session=reader.session, task=reader.task, bytes=self.page_bytes)
+        rec = PageRecord(pid, parent, parent_hash, meta)
+        self.pages.add(rec)
+        self.undo(lambda: _none(self.pages.remove(pid)))
+        self.storage.place(rec, self.storage.slots.take(pid), 0)
+        self.undo(lambda: self.storage.free_slot(rec))
+        self.pipe.fire("open", reader.rid, pid)
+        block.append(pid)
+        self.undo(lambda: _none(block.pop()))
+        self.index.add_child(parent_hash, pid, rec.tokens)
+        self.undo(lambda: self.index.remove_child(parent_hash, pid))
+        return pid
+
+    def written(self, pending: list[Pending]) -> None:
+        """After commit: bytes to the data plane, tokens to the records, sealed pages processed."""
+        write = self.storage.data.write_tokens
+        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.tokens]
+        for rec in fresh:
+            self.seam.inserted(rec)
+        self.seam.holders([rec.pid for rec in fresh], 1)
+        self.seam.tick()
+        for rec, fill, toks, kinds in pending:
+            write(rec.gpu_slot, rec.depth, fill, toks)
+            rec.tokens.extend(toks)
+            meta = rec.meta
+            meta.tokens = len(rec.tokens)
+            if kinds is not None and any(kinds):
+                meta.types = meta.types | {k for k in kinds if k}
+            self.seam.accessed([rec.pid])
+            if len(rec.tokens) == self.C:
+                self.sealed(rec)
+
+    def sealed(self, rec: PageRecord) -> None:
+        assert rec.hash is not None
+        rec.meta.hash = rec.hash
+        rec.meta.recovery_tokens = self.C * (rec.depth + 1)
+        self.index.add_sealed(rec.hash, rec.pid)
+        self.seam.updated(rec)
+        if self.config.auto_compress:
+            self.morph.maintain(rec.pid)
+        elif self.config.auto_admit:
+            self.morph.admit(rec.pid)
+
+
+def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
+    return lambda: setattr(obj, name, value)
+
+
+def _none(_: object) -> None:
+    return None
