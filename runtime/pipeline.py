@@ -12,7 +12,9 @@
 A refusal in 1-4 raises a GuardRefused subclass and changes nothing.  A batch (one event on many
 pages, or for many readers) is evaluated by the vector backend when ``batch.BatchPlanner`` proves
 its firings may be decided together (see batch.py), else one by one inside a transaction; either
-way it fires all or nothing (or, with ``atomic=False``, each firing on its own).
+way it fires all or nothing (or, with ``atomic=False``, each firing on its own).  This module is
+longer than most: the stages, their single, repeated and batched entries, and the transactions they
+run in read best in one place.
 """
 
 from __future__ import annotations
