@@ -43,7 +43,8 @@ class LeaseBook:
                 partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
         """Pin ``full`` (and the reader's own ``tail``) for ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
-        sp = pipe.begin()
+        both = bool(full) and tail is not None  # one batch alone is all or nothing already
+        sp = pipe.begin() if both else 0
         try:
             if full:
                 pipe.fire_batch("acquire", reader.rid, np.fromiter(full, dtype=np.int64, count=len(full)),
@@ -51,9 +52,11 @@ class LeaseBook:
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
         except BaseException:
-            pipe.rollback(sp)
+            if both:
+                pipe.rollback(sp)
             raise
-        pipe.commit()
+        if both:
+            pipe.commit()
         gen = self.store.vecs[GEN]
         gens = tuple(gen[np.fromiter(full, dtype=np.int64, count=len(full))].tolist()) if full else ()
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
@@ -97,16 +100,19 @@ class LeaseBook:
         pinned = np.fromiter(lease.pinned, dtype=np.int64, count=len(lease.pinned))
         counts = self.store.varrays[LPIN][(lease.reader, pinned)]
         more, last = pinned[counts > 1], pinned[counts <= 1]
-        sp = pipe.begin()
+        both = bool(len(more)) and bool(len(last))
+        sp = pipe.begin() if both else 0
         try:
             if len(more):
                 pipe.fire_batch("release", lease.reader, more, distinct=True)
             if len(last):
                 pipe.fire_batch("release_last", lease.reader, last, distinct=True)
         except BaseException:
-            pipe.rollback(sp)
+            if both:
+                pipe.rollback(sp)
             raise
-        pipe.commit()
+        if both:
+            pipe.commit()
         lease.released = True
         del self.leases[lease.lease_id]
         reader = self.readers.by_rid.get(lease.reader)

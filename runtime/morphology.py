@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .binding import COMPRESSED, POOL, WINDOW
 from .collect import Collector
 from .config import RuntimeConfig
@@ -136,6 +138,10 @@ class Morphology:
         block = reader.block
         slid = 0
         store, pipe = self.store, self.pipe
+        if len(block) - reader.slide_next > 64:  # far behind (an attached prefix): skip to the first live window
+            rest = np.fromiter(block[reader.slide_next:-1], dtype=np.int64, count=len(block) - 1 - reader.slide_next)
+            live = np.flatnonzero(store.vecs[WINDOW][rest] == self._live)
+            reader.slide_next += int(live[0]) if len(live) else len(rest)
         while reader.slide_next < len(block) - 1:
             pid = block[reader.slide_next]
             if store.page(WINDOW, pid) == self._live:

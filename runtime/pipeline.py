@@ -36,6 +36,7 @@ from .recorder import Recorder
 from .refusals import Refusals
 from .state import StateStore
 
+VECTOR_FROM = 16  # batches at least this long are decided by the vector backend (numpy has a fixed cost)
 Write = tuple[str, str, Any, Any]  # (target, index kind "p" / "r" / "rp" / "star", star index, value)
 Watcher = Callable[[Any], None]
 
@@ -295,7 +296,7 @@ class Pipeline:
         count = len(p) if p is not None else len(r)  # type: ignore[arg-type]
         if count == 0:
             return np.zeros(0, dtype=bool)
-        plan = self.planner.plan(ev, r, p) if self.fast and count > 1 and not self.strict else None
+        plan = self.planner.plan(ev, r, p) if self.fast and count >= VECTOR_FROM and not self.strict else None
         if plan is not None:
             assert p is not None
             return VectorFiring(self, ev, plan, r, p, count, distinct).run(atomic)

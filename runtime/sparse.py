@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from operator import itemgetter
 from typing import Any
 
@@ -96,6 +97,11 @@ def reindex(rev: dict[int, Any], rid: int, pids: list[int], olds: list[int], val
         new = [pid for pid in pids if pid not in rev]
         if len(new) == len(pids):
             rev.update(dict.fromkeys(new, rid))  # nobody held them: one holder each
+            return
+    elif init not in olds and all(v == init for v in values):  # the reader lets go of pages it held
+        alone = [pid for pid in pids if rev.get(pid) == rid]
+        if len(alone) == len(pids):
+            deque(map(rev.__delitem__, alone), maxlen=0)  # it was their only holder
             return
     for pid, old, value in zip(pids, olds, values, strict=True):
         if (old == init) == (value == init):

@@ -268,7 +268,10 @@ class StateStore:
         found = table.get(rid)
         fresh = not found
         row: dict[int, int] = table.setdefault(rid, {}) if fresh else found  # type: ignore[assignment]
-        olds: list[int] = [init] * len(pids) if fresh else list(map(row.get, pids, repeat(init)))
+        rev = self.rev.get(name)
+        olds: list[int] = []
+        if self.journal is not None or rev is not None:  # what was there is needed to undo or to reindex
+            olds = [init] * len(pids) if fresh else list(map(row.get, pids, repeat(init)))
         if self.journal is not None:
             self.journal.append(("RP", name, rid, pids, olds))
         if value != init:
@@ -280,7 +283,6 @@ class StateStore:
                 row.pop(pid, None)
         if not row:
             del table[rid]
-        rev = self.rev.get(name)
         if rev is not None:
             reindex(rev, rid, pids, olds, [value] * len(pids), init)
 

@@ -12,6 +12,8 @@ from rt_helpers import spec_variant, toks
 
 from morphcache.proofs import conformance
 from morphcache.runtime import CacheManager, MorphcacheError, NeedsRecovery, Ready, StaleLeaseError, Step
+from morphcache.runtime import lookup as lookup_module
+from morphcache.runtime import pipeline as pipeline_module
 
 # The checked instance's constants (C=2, W=3, CAPACITY=2, MAX_PIN=2) and views of at most 3 pages keep
 # every recorded state inside the domain the spec declares for its instance.
@@ -150,11 +152,15 @@ def test_steps_at_runtime_constants(make_manager: Callable[..., CacheManager]) -
     assert check_all(m, steps) == []
 
 
-def test_many_readers_sharing_prefixes_conform(make_manager: Callable[..., CacheManager]) -> None:
+def test_many_readers_sharing_prefixes_conform(make_manager: Callable[..., CacheManager],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Four sequences share one cached prefix (attached from lookups: batches the vector backend
     decides), write on, lease and read their own partial pages; one lease outlives its sequence, one
     has no owner.  Every recorded step, at the runtime's constants (C=4, W=6, CAPACITY=8), is a step
-    of the many-reader spec; projections carry the other readers of a page and the reader's block."""
+    of the many-reader spec; projections carry the other readers of a page and the reader's block.
+    Batches this short would fire one by one; here every batch of two or more goes to the vector backend."""
+    monkeypatch.setattr(pipeline_module, "VECTOR_FROM", 2)
+    monkeypatch.setattr(lookup_module, "VECTOR_FROM", 2)
     m = make_manager(record=True)
     shared = toks(0, 12)
     m.register("w", shared + [50, 51])
@@ -190,5 +196,7 @@ def test_many_readers_sharing_prefixes_conform(make_manager: Callable[..., Cache
             "append", "seal", "forget", "admit", "slide"} <= events, events
     assert any(len({k.split("[r")[1].split(",")[0].split("]")[0] for k in s.before if "[r" in k}) >= 3
                for s in steps), "a projection with three readers"
-    assert m.parts.pipe.vector_firings > 0  # the fast paths were on while recording
+    assert m.parts.pipe.vector_firings > 20  # the fast paths were on while recording
+    assert {"acquire", "attach", "read", "release_last", "detach", "append"} <= set(
+        m.parts.cspec.memo["plans"] and {name for (name, _), plan in m.parts.cspec.memo["plans"].items() if plan})
     assert check_all(m, steps) == []
