@@ -37,6 +37,17 @@ class _Affine:
         return self.base[i] + self.steps
 
 
+class _Shift:
+    """A column seen at the last firing of a repeat: ``base[i] + delta``."""
+
+    def __init__(self, base: Any, delta: int) -> None:
+        self.base = base
+        self.delta = delta
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.base[i] + self.delta
+
+
 class VectorFiring:
     """One batch decided by the vector backend: the pipeline's stages over arrays."""
 
@@ -56,6 +67,9 @@ class VectorFiring:
                 or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
                 or (not atomic and not plan.independent):
             return pipe._fire_each(ev, self.r, self.p, self.count, atomic)
+        if plan.ends and not pipe.recorder.enabled:
+            self.run_ends()
+            return np.ones(self.count, dtype=bool)
         store = pipe.store
         repeat = plan.shape == "repeat"  # one page: what does not step is one scalar for every firing
         n = dict(pipe.names.bind(ev, self.r, int(self.p[0]) if repeat else self.p, None, None))
@@ -68,38 +82,61 @@ class VectorFiring:
             ok = np.full(self.count, pipe._owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:
             ok = np.isin(self._owner_codes(), np.fromiter(pipe.sources[ev.name], dtype=np.int64))
-        failed: tuple[int, str] | None = None
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
             if klass == ONCE or (repeat and klass == PRE):
                 first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
                 value: Any = bool(c.fn(first, store.arrays))
             else:
                 value = c.vfn(n, moved if klass == AFFINE else pre)
-            value = np.broadcast_to(np.asarray(value, dtype=bool), (self.count,))
-            if failed is None and not value.all():
-                failed = (int(np.argmin(value)), c.text)
-            ok &= value
+            ok &= np.asarray(value, dtype=bool)
         values = []
         bounds = pipe.write_plan(ev.name)
         for eff, klass, (_, _, lo, hi) in zip(ev.effects, plan.effects, bounds, strict=True):
-            value = np.broadcast_to(np.asarray(eff.vfn(n, moved if klass == AFFINE else pre)), (self.count,))
+            value = np.asarray(eff.vfn(n, moved if klass == AFFINE else pre))
+            if value.shape != (self.count,):
+                value = np.broadcast_to(value, (self.count,))
             inside = np.ones(self.count, dtype=bool)
             if lo is not None:
                 inside &= value >= lo
             if hi is not None:
                 inside &= value <= hi
-            if failed is None and not inside.all():
-                failed = (int(np.argmin(inside)), f"{lo} <= {eff.target} <= {hi}")
             ok &= inside
             values.append(value)
         if atomic and not ok.all():
-            k = int(np.argmin(ok))
-            raise self._refusal(k, failed)
+            return self._refuse()
         if plan.shape == "many" or not atomic:
             self._apply(ok, values)
         else:
             self._apply(np.ones(self.count, dtype=bool), values)
         return ok
+
+    def run_ends(self) -> None:
+        """A repeat whose affine conjuncts and effects are convex and linear in k (batchplan.py): decided
+        by the generated functions at the first and the last firing; applies what the last leaves."""
+        pipe, ev, plan = self.pipe, self.ev, self.plan
+        r, p, last = self.r, int(self.p[0]), self.count - 1
+        n = pipe.names.bind(ev, r, p, None, None)
+        if pipe._owner_state(ev, r, p) not in pipe.sources[ev.name]:
+            self._refuse()
+            return
+        first = pipe.store.arrays
+        end = dict(first)
+        for name, inc in plan.affine.items():
+            end[name] = _Shift(first[name], last * inc)
+        for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
+            if not c.fn(n, first) or (klass == AFFINE and not c.fn(n, end)):
+                self._refuse()
+                return
+        writes = []
+        for eff, klass, (_, kind, lo, hi) in zip(ev.effects, plan.effects, pipe.write_plan(ev.name), strict=True):
+            values = (eff.fn(n, first), eff.fn(n, end)) if klass == AFFINE else (eff.fn(n, first),)
+            if any((lo is not None and v < lo) or (hi is not None and v > hi) for v in values):
+                self._refuse()
+                return
+            writes.append((eff.target, kind, None, _py(values[-1])))
+        pipe._apply(ev, r, p, ev.target, writes)
+        pipe.count(ev.name, self.count)
+        pipe.vector_firings += self.count
 
     def _owner_codes(self) -> np.ndarray:
         store, ev = self.pipe.store, self.ev
@@ -107,18 +144,12 @@ class VectorFiring:
             return store.vecs[ev.owner][self.p]
         return store.varrays[ev.owner][(self.r if self.r is not None else 0, self.p)]  # type: ignore[no-any-return]
 
-    def _refusal(self, k: int, failed: tuple[int, str] | None) -> GuardRefused:
-        pipe, ev = self.pipe, self.ev
-        r = self.r if self.plan.shape in ("one", "repeat") else (None if self.r is None else int(self.r[k]))
-        p = int(self.p[k])
-        pipe.refused[ev.name] += 1
-        state = pipe._owner_state(ev, r, p)
-        if state not in pipe.sources[ev.name] and (failed is None or failed[0] >= k):
-            pipe.refused[ev.name] -= 1
-            return pipe.refusals.source(ev, r, p, state)
-        text = failed[1] if failed is not None else ev.guard_text
-        conj = next((c for c in ev.conjuncts if c.text == text), None)
-        return pipe.refusals.conjunct(ev, r, p, text, conj.reads if conj is not None else frozenset())
+    def _refuse(self) -> np.ndarray:
+        """Some firing of an all-or-none batch is refused: fire the batch one by one (in a transaction
+        rolled back on the refusal), so the refusal names the firing, the conjunct and the values exactly
+        as a single firing does.  Refusals are rare; the single firings are the authority (should they
+        all pass, the batch has fired)."""
+        return self.pipe._fire_each(self.ev, self.r, self.p, self.count, True)
 
     def _apply(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
         pipe, ev, plan = self.pipe, self.ev, self.plan

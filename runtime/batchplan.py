@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from morphcache.spec.expr import Binary, Const, Expr, Index, Name, Reduce, walk
+from morphcache.spec.expr import Binary, BoolOp, Compare, Const, Expr, Index, Name, Reduce, Unary, walk
 
 from .compiler import CompiledEvent, CompiledSpec
 from .domains import PAGE_READERS, READER_PAGES
@@ -47,6 +47,7 @@ class Plan:
     conjuncts: tuple[str, ...]
     effects: tuple[str, ...]
     affine: dict[str, int]  # reader variable -> its increment per firing (shape "one")
+    ends: bool = False  # repeat: every affine conjunct convex and effect linear in k (see ``_ends``)
 
     @property
     def independent(self) -> bool:
@@ -178,4 +179,32 @@ class BatchPlanner:
         effs = tuple(klass(e.expr, False) for e in ev.effects)
         if None in conj or None in effs:
             return None
-        return Plan(shape, conj, effs, affine)  # type: ignore[arg-type]
+        ends = page and all(self._convex(c.expr, affine) for c, k in zip(ev.conjuncts, conj, strict=True)
+                            if k == AFFINE) \
+            and all(self._linear(e.expr, affine) for e, k in zip(ev.effects, effs, strict=True) if k == AFFINE)
+        return Plan(shape, conj, effs, affine, ends)  # type: ignore[arg-type]
+
+    # -- repeats decided at their ends ----------------------------------------------------------------
+    # Repeating on one page, an affine read is x + k * c at the k-th firing.  An expression linear in k
+    # takes its extremes at k = 0 and k = K - 1, and the set of k where a comparison of two linear
+    # expressions (or a conjunction of such) holds is an interval: both ends holding means every firing
+    # passes, so the batch is decided by two scalar evaluations (VectorFiring.run_ends).
+    def _free(self, e: Expr, affine: dict[str, int]) -> bool:
+        return not any(n in affine for n, _ in self._reads(e))
+
+    def _linear(self, e: Expr, affine: dict[str, int]) -> bool:
+        if self._free(e, affine) or (isinstance(e, Index) and e.name in affine):
+            return True
+        if isinstance(e, Binary) and e.op in ("+", "-"):
+            return self._linear(e.left, affine) and self._linear(e.right, affine)
+        if isinstance(e, Binary) and e.op == "*":
+            return (self._free(e.left, affine) and self._linear(e.right, affine)) or \
+                (self._free(e.right, affine) and self._linear(e.left, affine))
+        return isinstance(e, Unary) and e.op == "-" and self._linear(e.operand, affine)
+
+    def _convex(self, e: Expr, affine: dict[str, int]) -> bool:
+        if self._free(e, affine):
+            return True
+        if isinstance(e, Compare) and e.op in ("==", "<", "<=", ">", ">="):
+            return self._linear(e.left, affine) and self._linear(e.right, affine)
+        return isinstance(e, BoolOp) and e.op == "and" and all(self._convex(v, affine) for v in e.values)

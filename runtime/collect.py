@@ -34,6 +34,7 @@ class Busy:
     def __init__(self) -> None:
         self.inflight: dict[int, Future[None]] = {}
         self.held: Counter[int] = Counter()
+        self.deferred: set[int] = set()  # held pages a ``collect`` found otherwise free
 
     def __call__(self, pid: int) -> bool:
         return pid in self.inflight or self.held[pid] > 0
@@ -42,12 +43,19 @@ class Busy:
         """Keep ``pids`` from being forgotten until ``unhold``."""
         self.held.update(pids)
 
-    def unhold(self, pids: Iterable[int]) -> None:
-        """Undo one ``hold`` of each of ``pids``."""
+    def unhold(self, pids: Iterable[int]) -> list[int]:
+        """Undo one ``hold`` of each of ``pids``; returns the deferred pages no longer held (the ones
+        to collect now)."""
+        held = self.held
         for pid in pids:
-            self.held[pid] -= 1
-            if self.held[pid] <= 0:
-                del self.held[pid]
+            held[pid] -= 1
+            if held[pid] <= 0:
+                del held[pid]
+        if not self.deferred:
+            return []
+        ready = [pid for pid in self.deferred if pid not in held]
+        self.deferred.difference_update(ready)
+        return ready
 
 
 class Collector:
@@ -75,7 +83,11 @@ class Collector:
 
     def collect(self, pid: int, keep: frozenset[int] = frozenset()) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
-        while pid >= 0 and pid not in keep and pid in self.pages and not self.holds(pid):
+        while pid >= 0 and pid not in keep and pid in self.pages:
+            if self.holds(pid):
+                if pid in self.busy.held:
+                    self.busy.deferred.add(pid)  # collected again when the hold ends
+                return
             try:
                 self.pipe.fire("forget", None, pid)
             except GuardRefused:

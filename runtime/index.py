@@ -102,7 +102,10 @@ class PrefixIndex:
             i += c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
-        for pid, stored in self.by_parent.get(h, {}).items():
+        first = rest[0] if rest else None
+        for pid, stored in self.by_parent.get(h, {}).items() if rest else ():
+            if not stored or stored[0] != first:
+                continue
             m = 0
             top = min(len(rest), len(stored))
             while m < top and rest[m] == stored[m]:

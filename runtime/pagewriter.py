@@ -94,6 +94,8 @@ class PageWriter:
         """Free GPU slots for every page ``n`` tokens from ``start`` open (never the reader's own pages)."""
         need = len(range(-(-start // self.C) * self.C, start + n, self.C)) if n else 0
         slots = self.storage.slots
+        if len(slots.free_slots) >= need:
+            return
         protect = set(reader.block)
         while len(slots.free_slots) < need:
             if not self.tiers.reclaim_gpu(protect):

@@ -47,8 +47,8 @@ class Recovery:
             return self._recover(plan, block, protect)
         finally:
             with self.lock:
-                self.busy.unhold(protect)
-                for pid in plan.pages:
+                ready = self.busy.unhold(protect)
+                for pid in [*ready, *plan.pages]:
                     self.collector.collect(pid)
 
     def _recover(self, plan: RecoveryPlan, block: bool, protect: frozenset[int]) -> RecoveryReport:

@@ -77,7 +77,7 @@ class TierMover:
     def holding(self, pid: int, protect: frozenset[int] | set[int]) -> Iterator[None]:
         """Hold ``pid`` and ``protect`` while a move runs: dropping a victim may free its parent chain,
         never a page this move (or the one that needs its room) still uses.  What nothing holds any more
-        afterwards is collected then."""
+        afterwards (a ``collect`` found it held: ``Busy.deferred``) is collected then."""
         held = [pid, *protect]
         self.busy.hold(held)
         disk = self.storage.disk
@@ -86,8 +86,7 @@ class TierMover:
         try:
             yield
         finally:
-            self.busy.unhold(held)
-            for q in held:
+            for q in self.busy.unhold(held):
                 self.collector.collect(q)
 
     def offload(self, pid: int, to: str = "host", protect: frozenset[int] | set[int] = frozenset()) -> None:

@@ -168,3 +168,30 @@ def test_refusal_names_event_page_and_failed_conjunct(make_manager: Callable[...
     assert (err.event, err.page, err.block) == ("offload", pid, 1)
     assert err.failed == "tail[p] in {'sealed', 'released'}"
     assert "tail[p]='filling'" in str(err)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_repeats_are_decided_at_their_ends(make_manager: Callable[..., CacheManager], k: int) -> None:
+    """The appends that fill a page are decided by the guard at the first and the last firing (each
+    affine conjunct is a comparison of expressions linear in the firing's number): the same outcome,
+    refusal and state as firing them one by one with the closures."""
+    spec = load_spec(SHIPPED_SPEC)
+    cs = CompiledSpec(spec, small_config().spec_constants(spec.constants))
+    plan = BatchPlanner(cs).plan(cs.events["append"], 0, 1, repeat=True)
+    assert plan is not None and plan.ends and plan.affine == {"fill": 1, "frontier": 1}
+    outcomes = []
+    for fast in (True, False):
+        m = make_manager(fast=fast)
+        m.register("a", toks(0, 1))  # C = 4: fill 1, so 2 more appends fit before the seal
+        rec = m.parts.readers.sequence("a")
+        pipe = m.parts.pipe
+        before = (dict(pipe.fired), pipe.store.page("fill", rec.block[-1]), pipe.store.reader("frontier", rec.rid))
+        try:
+            pipe.fire_repeat("append", rec.rid, rec.block[-1], k)
+            outcomes.append(("ok", pipe.store.page("fill", rec.block[-1]), pipe.store.reader("frontier", rec.rid)))
+        except GuardRefused as exc:
+            assert (dict(pipe.fired), pipe.store.page("fill", rec.block[-1]),
+                    pipe.store.reader("frontier", rec.rid)) == before
+            outcomes.append(("refused", type(exc).__name__, str(exc)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == ("ok" if k == 2 else "refused")
