@@ -8,6 +8,10 @@ for which batches qualify and how each conjunct and effect is evaluated).
               stepped columns), once (the generated function, at the first firing)
     effects   numpy, every firing; bounds as whole-array comparisons
     apply     column and row writes for the whole batch (or, recording, one firing at a time)
+
+A repeat on one page whose affine conjuncts are convex in the firing's number is decided by the
+generated functions at its first and last firing (``run_ends``).  A refused all-or-none batch is
+fired again one by one, so its refusal is exactly a single firing's.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import numpy as np
 
 from .batchplan import AFFINE, ONCE, PRE, Plan
 from .compiler import CompiledEvent
-from .errors import GuardRefused
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline

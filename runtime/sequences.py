@@ -178,9 +178,8 @@ class Sequences:
                     pipe.fire_batch("acquire", rid, full, distinct=True)
                 pipe.fire_batch("attach", rid, full, distinct=True)
                 if not own:
-                    counts = [self.store.rp_value(LPIN, rid, pid) for pid in lease.pages]
-                    more = full[[c > 1 for c in counts]]
-                    last = full[[c <= 1 for c in counts]]
+                    counts = self.store.varrays[LPIN].gather(rid, full)
+                    more, last = full[counts > 1], full[counts <= 1]
                     if len(more):
                         pipe.fire_batch("release", rid, more)
                     if len(last):
