@@ -27,7 +27,7 @@ installed without its dependencies, next to morphcache).  Run with another Pytho
 under ``.bench-venv`` when that exists; otherwise it says vLLM is missing and prints morphcache's
 column only.
 
-    python benchmarks/bench_vs_vllm.py [--sizes 1024,8192,32768,131072] [--repeat 11] [--profile]
+    python benchmarks/bench_vs_vllm.py [--sizes 1024,8192,32768,131072] [--repeat 15] [--profile]
 
 Longer than most modules (~330 lines): the two adapters, the alternation and the report share the
 phase names and belong together.
@@ -291,7 +291,7 @@ def targets(results: dict[int, dict[str, dict[str, float]]]) -> None:
             print(f"  {size(n):>5} {k + ' per page':<33} <= {goal:.1f} us  {v:7.3f} us   {mark(v <= goal)}")
 
 
-def profile(n: int, cycles: int) -> None:
+def profile(n: int, cycles: int, top: int = 10) -> None:
     """cProfile of morphcache's lookup, attach, release and free at ``n`` tokens: the functions that
     take the time (own time), for whoever makes them faster."""
     sysm = MorphcacheCycle(n, cycles)
@@ -309,10 +309,10 @@ def profile(n: int, cycles: int) -> None:
         profs["free"].runcall(cache.free, sid)
     for k, prof in profs.items():
         buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(8)
-        lines = [x for x in buf.getvalue().splitlines() if x.strip()]
-        print(f"\nprofile of {k} at {size(n)} tokens, {cycles} calls (sorted by own time)")
-        print("\n".join(lines[2:]))
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+        lines = [x for x in buf.getvalue().splitlines() if x.strip() and not x.strip().startswith(("List ", "Ordered"))]
+        print(f"\nprofile of {k} at {size(n)} tokens ({n // PAGE} pages), {cycles} calls, top {top} by own time")
+        print("\n".join(lines))
     sysm.close()
 
 
@@ -331,7 +331,7 @@ def reexec_in_bench_venv() -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1024,8192,32768,131072", help="prompt lengths in tokens")
-    ap.add_argument("--repeat", type=int, default=11, help="timed cycles per system and size (median)")
+    ap.add_argument("--repeat", type=int, default=15, help="timed cycles per system and size (median)")
     ap.add_argument("--no-reexec", action="store_true", help="never re-run under .bench-venv")
     ap.add_argument("--profile", action="store_true", help="also profile morphcache's lookup/attach/free")
     args = ap.parse_args(argv)
