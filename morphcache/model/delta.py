@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-DEFAULT_CHUNK = 64  # tokens per chunk of the chunked form
+DEFAULT_CHUNK = 32  # tokens per chunk of the chunked form
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> None:
