@@ -41,7 +41,9 @@ def _check(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tens
             raise ValueError(f"delta rule: {name} must be {list(shape)}, got {list(tensor.shape)}")
 
 
-def delta_rule_recurrent(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
+def delta_rule_recurrent(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor
+) -> tuple[Tensor, Tensor]:
     """The definition, one token at a time (see the module docstring)."""
     _check(q, k, v, g, beta, state)
     s = state

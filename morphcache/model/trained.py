@@ -68,6 +68,7 @@ def load_trained(name: str, directory: Path | None = None, device: torch.device 
         loaded = {key: torch.from_numpy(arrays[key].copy()) for key in arrays.files}
     for key, value in loaded.items():
         if value.shape != state[key].shape:
-            raise ValueError(f"{info.weights}: {key} has shape {tuple(value.shape)}, expected {tuple(state[key].shape)}")
+            want = tuple(state[key].shape)
+            raise ValueError(f"{info.weights}: {key} has shape {tuple(value.shape)}, expected {want}")
     model.load_state_dict(loaded)
     return model.to(device) if device is not None else model

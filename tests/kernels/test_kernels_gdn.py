@@ -67,7 +67,9 @@ def test_gdn_prefill_matches_reference(
             table[n, b] = next(free)
     states = torch.randn(n_slots, H, K, V, generator=torch.Generator().manual_seed(7))
     want_states = states.clone()
-    got = gdn_prefill(q, k, v, g, beta, cu, _i32(start), slots, _i32(reset), states, page_size=C, checkpoint_slots=table)
+    got = gdn_prefill(
+        q, k, v, g, beta, cu, _i32(start), slots, _i32(reset), states, page_size=C, checkpoint_slots=table
+    )
     want = reference_gdn_prefill(q, k, v, g, beta, cu, _i32(start), slots, _i32(reset), want_states, C, table)
     assert (got - want).abs().max() <= ATOL
     assert (states - want_states).abs().max() <= ATOL
