@@ -46,7 +46,7 @@ def reference_gdn_decode(
 
 @triton.jit
 def _gdn_decode_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, slot_ptr, save_ptr, states_ptr, out_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, state_slot_ptr, save_ptr, states_ptr, out_ptr,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr, SAVE: tl.constexpr,
 ):
@@ -59,7 +59,7 @@ def _gdn_decode_kernel(
     v_ok = offs_v < V
     s_mask = k_ok[:, None] & v_ok[None, :]
     s_tile = h * (K * V) + offs_k[:, None] * V + offs_v[None, :]
-    slot = tl.load(slot_ptr + n).to(tl.int64)
+    slot = tl.load(state_slot_ptr + n).to(tl.int64)
     s = tl.load(states_ptr + slot * (H * K * V) + s_tile, mask=s_mask, other=0.0)
     q = tl.load(q_ptr + n * (H * K) + h * K + offs_k, mask=k_ok, other=0.0)
     k = tl.load(k_ptr + n * (H * K) + h * K + offs_k, mask=k_ok, other=0.0)

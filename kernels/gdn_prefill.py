@@ -72,7 +72,7 @@ def reference_gdn_prefill(
 
 @triton.jit
 def _gdn_prefill_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, cu_ptr, start_ptr, slot_ptr, reset_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, cu_ptr, start_ptr, state_slot_ptr, reset_ptr,
     states_ptr, ckpt_ptr, out_ptr, max_pages,
     C: tl.constexpr, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr, CHECKPOINTS: tl.constexpr,
@@ -83,7 +83,7 @@ def _gdn_prefill_kernel(
     bos = tl.load(cu_ptr + n)
     eos = tl.load(cu_ptr + n + 1)
     start = tl.load(start_ptr + n)
-    slot = tl.load(slot_ptr + n).to(tl.int64)
+    slot = tl.load(state_slot_ptr + n).to(tl.int64)
     reset = tl.load(reset_ptr + n)
     offs_t = tl.arange(0, BLOCK_T)
     offs_k = tl.arange(0, BLOCK_K)

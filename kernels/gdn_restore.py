@@ -36,7 +36,7 @@ def reference_gdn_restore(
 
 @triton.jit
 def _gdn_restore_kernel(
-    rows_ptr, blocks_ptr, dst_ptr, bt_ptr, lg_ptr, gen_ptr, states_ptr, err_ptr, max_pages,
+    rows_ptr, blocks_ptr, state_slot_ptr, bt_ptr, lg_ptr, gen_ptr, states_ptr, err_ptr, max_pages,
     HKV: tl.constexpr, BLOCK: tl.constexpr, GUARD: tl.constexpr,
 ):
     n = tl.program_id(0)
@@ -44,7 +44,7 @@ def _gdn_restore_kernel(
     row = tl.load(rows_ptr + n).to(tl.int64)
     blk = tl.load(blocks_ptr + n)
     src = tl.load(bt_ptr + row * max_pages + blk).to(tl.int64)
-    dst = tl.load(dst_ptr + n).to(tl.int64)
+    dst = tl.load(state_slot_ptr + n).to(tl.int64)
     fresh = src >= 0
     if GUARD:
         lease_gen = tl.load(lg_ptr + row * max_pages + blk)

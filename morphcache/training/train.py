@@ -86,9 +86,22 @@ def held_out_loss(model: HybridModel, corpus: Corpus, windows: int = 64, length:
 
 
 def train(spec: TrainSpec, corpus: Corpus, log: Callable[[str], None] | None = None) -> TrainResult:
-    """Train a model of config `spec.model` from its seeded initial weights; deterministic."""
+    """Train a model of config `spec.model` from its seeded initial weights; deterministic.
+
+    Runs on one thread with deterministic algorithms; torch's thread count and determinism flag are
+    restored afterwards.
+    """
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    try:
+        return _train(spec, corpus, log)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def _train(spec: TrainSpec, corpus: Corpus, log: Callable[[str], None] | None) -> TrainResult:
     started = time.perf_counter()
     model = HybridModel(model_config(spec.model), seed=spec.seed)
     params = list(model.parameters())
