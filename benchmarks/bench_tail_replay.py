@@ -22,7 +22,7 @@ Hits fall anywhere relative to the checkpoint grid: each sample's P is the nomin
 seeded offset in [0, max k x C), so checkpoint recompute lengths vary as they would in serving.
 Text comes from the held-out split of the training corpus (never trained on).
 
-    python benchmarks/bench_tail_replay.py                               # 1K/4K/8K, 4 samples each
+    python benchmarks/bench_tail_replay.py                               # 1K/4K/8K, 8 samples each
     python benchmarks/bench_tail_replay.py --sizes 1024 --samples 8 --checkpoint-pages 1 4 16 64
 """
 
@@ -50,7 +50,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 8192], help="nominal prefix lengths")
     p.add_argument("--budgets", type=float, nargs="+", default=[0, 1, 2.5, 5, 10, 20], help="replay budgets, %%")
     p.add_argument("--checkpoint-pages", type=int, nargs="+", default=[1, 4, 16], help="k: a checkpoint every k pages")
-    p.add_argument("--samples", type=int, default=4, help="held-out windows per size")
+    p.add_argument("--samples", type=int, default=8, help="held-out windows per size")
     p.add_argument("--new", type=int, default=64, help="new tokens after the prefix (each one is scored)")
     p.add_argument("--chunk", type=int, default=512, help="prefill chunk length")
     p.add_argument("--weights", choices=("trained", "random"), default="trained")
@@ -122,7 +122,6 @@ def _prefill(model: HybridModel, prefix: torch.Tensor, cuts: set[int], chunk: in
 def run_size(model: HybridModel, text: torch.Tensor, size: int, args: argparse.Namespace, rng: random.Random,
              ) -> SizeResult:
     c = model.config
-    layers_to_replay = c.linear_layers[-1] + 1
     intervals = {k: k * c.page_size for k in args.checkpoint_pages}
     result = SizeResult(size)
     span = size + args.new + 1
@@ -153,10 +152,12 @@ def run_size(model: HybridModel, text: torch.Tensor, size: int, args: argparse.N
     return result
 
 
-def _report(result: SizeResult) -> None:
+def _report(result: SizeResult, kv_bytes_per_token: int) -> None:
     full = result.methods["full prefill"]
+    kv = kv_bytes_per_token * full.tokens / full.samples / 1024
     print(f"\nprefix ~{result.size} tokens (hits at {', '.join(map(str, result.hits))}; "
-          f"{full.samples} samples x {full.scored // max(1, full.samples)} new tokens)")
+          f"{full.samples} samples x {full.scored // max(1, full.samples)} new tokens; "
+          f"attention KV cached for every method: {kv:.0f} KiB)")
     print(f"  {'method':22s} {'recomputed':>10s} {'saved vs full':>14s} {'loss':>7s} {'d loss':>7s} "
           f"{'retained':>9s} {'top-1':>7s} {'max |dlogit|':>12s} {'ckpt memory':>12s}")
     for name, t in result.methods.items():
@@ -184,11 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"held-out text: {len(text):,} bytes of {corpus.describe()}")
     print("retained = loss_full / loss_method; top-1 = argmax agreement with full prefill; "
           "saved = token-layers not recomputed")
+    attention = sum(not k.recurrent for k in c.layer_kinds)
+    kv_per_token = 2 * attention * c.n_kv_heads * c.head_dim * 4
     rng = random.Random(args.seed)
     started = time.perf_counter()
     for size in args.sizes:
         t0 = time.perf_counter()
-        _report(run_size(model, text, size, args, rng))
+        _report(run_size(model, text, size, args, rng), kv_per_token)
         print(f"  ({time.perf_counter() - t0:.1f} s)")
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
     return 0
