@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         gap = abs(result.held_out_loss - shipped.held_out_loss)
         ok = gap <= TOLERANCE
-        print(f"shipped {shipped.held_out_loss:.4f}, retrained {result.held_out_loss:.4f}: difference {gap:.4f} "
+        print(f"shipped {shipped.held_out_loss:.6f}, retrained {result.held_out_loss:.6f}: difference {gap:.6f} "
               f"{'<=' if ok else '>'} tolerance {TOLERANCE}: {'OK' if ok else 'MISMATCH'}")
         return 0 if ok else 1
     path = save_trained(result.model, args.model, _record(result, corpus.n_files), args.out)
