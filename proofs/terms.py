@@ -9,10 +9,11 @@ Python ints, so every index resolves to one slot (or, if symbolic, to an ``If`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3
 
+from morphcache.spec.errors import SpecError
 from morphcache.spec.expr import (
     Binary,
     BoolOp,
@@ -29,11 +30,15 @@ from morphcache.spec.expr import (
 )
 from morphcache.spec.model import Spec
 
+if TYPE_CHECKING:
+    from .deadline import Deadline
+
 State = Mapping[str, Any]
 
 
-class EncodingError(Exception):
-    """An expression cannot be encoded for this instance (e.g. a page index out of range)."""
+class EncodingError(SpecError):
+    """An expression cannot be encoded for this instance (e.g. a page index out of range): a spec
+    error at the expression's position."""
 
 
 def slot(name: str, page: int | None) -> str:
@@ -48,6 +53,11 @@ class Terms:
         self.spec = spec
         self.constants = {**spec.constants, **(constants or {}), "pages": spec.pages}
         self.objects = spec.objects
+        self.deadline: Deadline | None = None  # consulted once per node built
+
+    def error(self, e: Expr, message: str) -> EncodingError:
+        """A located error about ``e`` (in the file it was written in)."""
+        return EncodingError(e.loc.file or self.spec.path, e.loc.line, e.loc.col, message)
 
     def object_of(self, e: Expr) -> str | None:
         """The object whose state ``e`` denotes, if any."""
@@ -62,10 +72,12 @@ class Terms:
 
     def term(self, e: Expr, s: State, env: Mapping[str, Any], obj: str | None = None) -> Any:  # noqa: C901
         """The Z3 term of ``e`` in state ``s`` with names ``env`` bound (``obj`` types a literal)."""
+        if self.deadline is not None:
+            self.deadline.tick()
         if isinstance(e, Const):
             if isinstance(e.value, str):
                 if obj is None:
-                    raise EncodingError(f"state literal '{e.value}' without an object to compare with")
+                    raise self.error(e, f"state literal '{e.value}' without an object to compare with")
                 return z3.IntVal(self.state_code(obj, e.value))
             return z3.BoolVal(e.value) if isinstance(e.value, bool) else z3.IntVal(e.value)
         if isinstance(e, Name):
@@ -80,7 +92,7 @@ class Terms:
             if z3.is_int_value(idx):
                 page = idx.as_long()
                 if not 0 <= page < self.spec.pages:
-                    raise EncodingError(f"{e.name}[{page}] is outside pages 0..{self.spec.pages - 1}")
+                    raise self.error(e, f"{e.name}[{page}] is outside pages 0..{self.spec.pages - 1}")
                 return s[slot(e.name, page)]
             result = s[slot(e.name, 0)]
             for page in range(1, self.spec.pages):
@@ -119,4 +131,4 @@ class Terms:
             if e.kind == "any":
                 return z3.Or(bodies)
             return z3.Sum([z3.If(b, 1, 0) if z3.is_bool(b) else b for b in bodies]) if bodies else z3.IntVal(0)
-        raise EncodingError(f"not an expression node: {e!r}")
+        raise TypeError(f"not an expression node: {e!r}")

@@ -2,7 +2,9 @@
 
 Sections (see ``spec/README.md``): ``spec``, ``description``, ``instance`` (pages, constants),
 ``system`` and ``page`` variables, ``objects``, ``predicates``, ``lemmas``, ``properties``,
-``lookup`` and ``layouts``.  Every problem raises one located :class:`SpecError`.
+``lookup`` and ``layouts``.  Every problem raises one located :class:`SpecError`, in the file of
+the ``extends:`` chain where the offending value is written.  Sizes are bounded by
+:class:`~morphcache.limits.Limits`, checked before the work they bound.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any
+
+from morphcache.limits import DEFAULT, Limits
 
 from .errors import SpecError
 from .expr import Const, Expr, IfExp, Loc
@@ -34,49 +38,76 @@ from .typecheck import Scope, check
 from .yamlpos import YList, YMap, load_yaml, merge
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1}
+_KIND_NAMES = {"YMap": "a mapping", "YList": "a list", "int": "an integer", "str": "a string",
+               "bool": "true or false"}
 _TOP = ("spec", "description", "refutes", "instance", "system", "page", "objects", "predicates", "lemmas",
         "properties", "lookup", "layouts")
 
 
-def load_spec(path: str | Path, pages: int | None = None) -> Spec:
+def load_spec(path: str | Path, pages: int | None = None, limits: Limits | None = None) -> Spec:
     """Load, parse and type-check the spec at ``path``; ``pages`` overrides the checked instance size."""
-    doc = load_document(Path(path))
+    limits = limits or DEFAULT
+    doc = load_document(Path(path), limits=limits)
     if pages is not None:
         instance = doc.get("instance")
         if isinstance(instance, YMap):
             instance["pages"] = pages
-    return _Loader(str(path), doc).spec()
+            instance.marks.setdefault("pages", (instance.line, instance.col))
+    return _Loader(str(path), doc, limits).spec()
 
 
-def load_document(path: Path, seen: tuple[Path, ...] = ()) -> YMap:
-    """Read one spec document, resolving ``extends: OTHER.yaml`` (relative to this file) by merging."""
+def read_text(path: Path, limits: Limits = DEFAULT) -> str:
+    """The UTF-8 text of the spec file at ``path``, at most ``spec_bytes`` long."""
     p = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(limits.spec_bytes + 1)
     except OSError as exc:
         raise SpecError(p, 1, 1, f"cannot read spec: {exc.strerror or exc}") from None
-    doc = load_yaml(text, p)
+    if len(data) > limits.spec_bytes:
+        raise SpecError(p, 1, 1, limits.exceeded("spec_bytes", f"the file is over {limits.spec_bytes} bytes"))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError(p, line, col, f"not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
+def load_document(path: Path, seen: tuple[Path, ...] = (), limits: Limits = DEFAULT) -> YMap:
+    """Read one spec document, resolving ``extends: OTHER.yaml`` (relative to this file) by merging."""
+    p = str(path)
+    doc = load_yaml(read_text(path, limits), p, limits)
     if "extends" not in doc:
         return doc
     line, col = doc.marks["extends"]
     parent = doc["extends"]
-    if not isinstance(parent, str):
+    if not isinstance(parent, str) or not parent:
         raise SpecError(p, line, col, "extends: expected the path of a spec file")
-    target = (path.parent / parent).resolve()
-    if target in seen or target == path.resolve():
+    shown = path.parent / parent  # as the user would write it; resolved only to find cycles
+    try:
+        target = shown.resolve()
+        here = path.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise SpecError(p, line, col, f"extends: cannot resolve '{parent}': {exc}") from None
+    if target in seen or target == here:
         raise SpecError(p, line, col, f"extends: '{parent}' makes a cycle")
-    if not target.exists():
+    if not target.is_file():
         raise SpecError(p, line, col, f"extends: no spec file at '{parent}'")
+    if len(seen) + 1 >= limits.extends_depth:
+        raise SpecError(p, line, col, limits.exceeded(
+            "extends_depth", f"extends: the chain is longer than {limits.extends_depth} files"))
     patch = YMap({k: v for k, v in doc.items() if k != "extends"})
     patch.file, patch.line, patch.col = doc.file, doc.line, doc.col
     patch.marks = {k: v for k, v in doc.marks.items() if k != "extends"}
-    return merge(load_document(target, (*seen, path.resolve())), patch)
+    return merge(load_document(shown, (*seen, here), limits), patch)
 
 
 class _Loader:
-    def __init__(self, path: str, doc: YMap) -> None:
+    def __init__(self, path: str, doc: YMap, limits: Limits = DEFAULT) -> None:
         self.path = path
         self.doc = doc
+        self.limits = limits
         self.constants: dict[str, int] = {}
         self.vars: dict[str, VarDecl] = {}
         self.states: dict[str, tuple[str, ...]] = {}
@@ -89,40 +120,48 @@ class _Loader:
     def err(self, where: YMap | YList, key: str | int | None, message: str) -> SpecError:
         if key is None:
             return SpecError(where.file or self.path, where.line, where.col, message)
-        mark = where.marks[key] if isinstance(where, YMap) else where.marks[int(key)]  # type: ignore[index]
-        return SpecError(where.file or self.path, mark[0], mark[1], message)
+        file, line, col = where.where(str(key)) if isinstance(where, YMap) else where.where(int(key))
+        return SpecError(file or self.path, line, col, message)
 
     def need(self, m: YMap, key: str, kind: type | tuple[type, ...], what: str) -> Any:
         if key not in m:
             raise self.err(m, None, f"{what}: missing '{key}'")
         value = m[key]
-        if not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            shown = {"YMap": "mapping", "YList": "list"}.get(names, names)
-            raise self.err(m, key, f"{what}: '{key}' must be a {shown}")
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in kinds):
+            shown = " or ".join(_KIND_NAMES.get(k.__name__, k.__name__) for k in kinds)
+            raise self.err(m, key, f"{what}: '{key}' must be {shown}")
         return value
 
     def mapping(self, m: YMap, key: str, what: str, required: bool = True) -> YMap:
         if key not in m and not required:
             empty = YMap()
-            empty.line, empty.col, empty.marks = m.line, m.col, {}
+            empty.file, empty.line, empty.col = m.file, m.line, m.col
             return empty
         return self.need(m, key, YMap, what)  # type: ignore[no-any-return]
 
     def expr(self, m: YMap | YList, key: str | int, scope: Scope, want: str | None = "bool") -> Expr:
-        mark = m.marks[key] if isinstance(m, YMap) else m.marks[int(key)]  # type: ignore[index]
+        if isinstance(m, YMap) and key not in m:
+            raise self.err(m, None, f"missing '{key}'")
+        file, line, col = m.where(key) if isinstance(m, YMap) else m.where(int(key))  # type: ignore[arg-type]
+        file = file or self.path
         value = m[key]  # type: ignore[index]
-        file = m.file or self.path
-        if isinstance(value, (YMap, YList)) or value is None:
-            raise SpecError(file, mark[0], mark[1], "expected an expression")
-        e = parse_expr(value, Source(file, mark[0], mark[1]), self.predicates)
+        if isinstance(value, (YMap, YList, float)) or value is None:
+            raise SpecError(file, line, col, "expected an expression")
+        e = parse_expr(value, Source(file, line, col), self.predicates, self.limits)
         check(e, Scope(file, scope.scalars, scope.arrays, scope.states), want)
         return e
 
-    def const_int(self, m: YMap, key: str, what: str) -> int:
+    def const_int(self, m: YMap | YList, key: str | int, what: str) -> int:
+        """The value of a constant expression (constants and ``pages`` only), within ``int_abs``."""
         value = self.expr(m, key, self.const_scope(), "int")
-        result = evaluate(value, {**self.constants, "pages": self.pages})
+        try:
+            result = evaluate(value, {**self.constants, "pages": self.pages})
+        except ZeroDivisionError:
+            raise self.err(m, key, f"{what}: division by zero") from None
         assert isinstance(result, int)
+        if abs(result) > self.limits.int_abs:
+            raise self.err(m, key, self.limits.exceeded("int_abs", f"{what}: the value {result} is too large"))
         return result
 
     def const_scope(self) -> Scope:
@@ -159,6 +198,8 @@ class _Loader:
         self.pages = self.need(inst, "pages", int, "instance")
         if self.pages < 1:
             raise self.err(inst, "pages", "instance: pages must be at least 1")
+        if self.pages > self.limits.pages:
+            raise self.err(inst, "pages", self.limits.exceeded("pages", f"instance: {self.pages} pages"))
         consts = self.mapping(inst, "constants", "instance", required=False)
         for key in consts:
             self.name_ok(consts, key, "constant")
@@ -186,8 +227,18 @@ class _Loader:
             properties=props,
             lookup=self.lookup(),
             layouts=self.layouts(),
-            refutes=tuple(str(x) for x in d.get("refutes", ()) or ()),
+            refutes=self.refutes(),
         )
+
+    def refutes(self) -> tuple[str, ...]:
+        """The property names a known-bad design is meant to refute."""
+        if "refutes" not in self.doc:
+            return ()
+        names = self.need(self.doc, "refutes", YList, "spec")
+        for i, name in enumerate(names):
+            if not isinstance(name, str):
+                raise self.err(names, i, "refutes: expected property names")
+        return tuple(names)
 
     def var(self, decls: YMap, key: str, scope: str, owner: str | None) -> None:
         self.name_ok(decls, key, "variable")
@@ -414,7 +465,7 @@ class _Loader:
             if dtype not in DTYPE_BYTES:
                 raise self.err(m, "dtype", f"{what}: unknown dtype '{dtype}' ({', '.join(DTYPE_BYTES)})")
             shape_raw = self.need(m, "shape", YList, what)
-            shape = tuple(self._const_item(shape_raw, i) for i in range(len(shape_raw)))
+            shape = tuple(self.const_int(shape_raw, i, what) for i in range(len(shape_raw)))
             if any(s <= 0 for s in shape):
                 raise self.err(m, "shape", f"{what}: every dimension must be positive, got {list(shape)}")
             entry_bytes = math.prod(shape) * DTYPE_BYTES[dtype]
@@ -428,12 +479,6 @@ class _Loader:
             out.append(Layout(key, dtype, shape, entries, entry_bytes, stride, base, align, pool,
                               Loc(raw.marks[key][0], raw.marks[key][1])))
         return tuple(out)
-
-    def _const_item(self, seq: YList, i: int) -> int:
-        e = self.expr(seq, i, self.const_scope(), "int")
-        result = evaluate(e, {**self.constants, "pages": self.pages})
-        assert isinstance(result, int)
-        return result
 
 
 def _state_literals(e: Expr) -> list[str]:
