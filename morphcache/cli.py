@@ -17,71 +17,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
 
+from morphcache.args import Parser, add_limit_option, at_least, limits_of, seconds
 from morphcache.errors import InputError, UsageError
-from morphcache.limits import Limits, parse_setting
 
 DEFAULT_DEADLINE_S = 600.0
-
-
-class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are :class:`UsageError` (one line, exit 2), not a usage dump."""
-
-    def error(self, message: str) -> NoReturn:
-        option, sep, rest = message.partition(": ")
-        if sep and option.startswith("argument "):
-            raise UsageError(self.prog, option[len("argument "):].split("/")[0], rest)
-        raise UsageError(self.prog, "", f"{message} (see {self.prog} --help)")
-
-
-def _at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low``."""
-
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
-        return value
-
-    convert.__name__ = f"integer >= {low}"
-    return convert
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a number of seconds >= 0 (0: no deadline)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
-    return value
-
-
-def _limit_setting(text: str) -> tuple[str, int]:
-    try:
-        return parse_setting(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_limit_option(parser: argparse.ArgumentParser) -> None:
-    """``--limit NAME=N`` (repeatable): change one input limit (see ``morphcache.limits``)."""
-    parser.add_argument("--limit", metavar="NAME=N", type=_limit_setting, action="append", default=[],
-                        help="change an input limit, e.g. --limit pages=64 (repeatable; the limits and their "
-                             "defaults are listed in the README)")
-
-
-def limits_of(args: argparse.Namespace, prog: str) -> Limits:
-    """The :class:`Limits` that ``--limit`` settings give; a bad one is a :class:`UsageError`."""
-    try:
-        return Limits().replace(dict(args.limit))
-    except InputError as exc:
-        raise UsageError(prog, "--limit", str(exc)) from None
 
 
 def _writable(prog: str, option: str, path: str) -> Callable[[str], None]:
@@ -174,15 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
                                        "counterexample. Exit 0 all proved, 1 something refuted, 2 unknown or "
                                        "bad input (one line on stderr: file:line:col: message).")
     check.add_argument("spec", help="spec file (YAML)")
-    check.add_argument("--bmc-depth", type=_at_least(0), default=16,
+    check.add_argument("--bmc-depth", type=at_least(0), default=16,
                        help="deepest counterexample searched (default 16)")
-    check.add_argument("--max-k", type=_at_least(1), default=3, help="largest k tried by k-induction (default 3)")
-    check.add_argument("--search-depth", type=_at_least(0), default=0,
+    check.add_argument("--max-k", type=at_least(1), default=3, help="largest k tried by k-induction (default 3)")
+    check.add_argument("--search-depth", type=at_least(0), default=0,
                        help="also run a bounded search over all properties to this depth, timed separately")
-    check.add_argument("--timeout-ms", type=_at_least(1), default=60_000,
+    check.add_argument("--timeout-ms", type=at_least(1), default=60_000,
                        help="Z3 timeout per query (default 60000)")
-    check.add_argument("--rlimit", type=_at_least(0), default=0, help="Z3 resource limit per query (0 = none)")
-    check.add_argument("--deadline", type=_seconds, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
+    check.add_argument("--rlimit", type=at_least(0), default=0, help="Z3 resource limit per query (0 = none)")
+    check.add_argument("--deadline", type=seconds, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
                        help=f"overall time for the check, term building included; what is not settled by then "
                             f"is UNKNOWN (default {DEFAULT_DEADLINE_S:g}; 0 = none)")
     add_limit_option(check)
@@ -198,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     diagram.add_argument("--out", required=True, help="output directory")
     diagram.add_argument("--no-counterexamples", action="store_true",
                          help="skip the check that draws each refuted property's counterexample")
-    diagram.add_argument("--deadline", type=_seconds, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
+    diagram.add_argument("--deadline", type=seconds, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
                          help=f"overall time for that check (default {DEFAULT_DEADLINE_S:g}; 0 = none)")
     add_limit_option(diagram)
     diagram.set_defaults(func=_diagram)

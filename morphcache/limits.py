@@ -17,7 +17,7 @@ morphcache run long or use much memory has a limit here, checked before the work
 
 The check itself (Z3) has a separate overall deadline (``morphcache check --deadline``).
 
-On the command line ``--limit NAME=N`` (repeatable) raises or lowers one; in Python pass
+On the command line ``--input-limit NAME=N`` (repeatable) raises or lowers one; in Python pass
 ``Limits(pages=64)`` to ``load_spec`` or ``load_trace``.  The expression and YAML depths have a
 ceiling (``CEILINGS``): the parsers recurse, and past it Python's own stack would be the limit.
 """
@@ -56,7 +56,7 @@ class Limits:
 
     def exceeded(self, name: str, what: str) -> str:
         """The message for ``what`` going past limit ``name``: says the limit and how to raise it."""
-        return f"{what}, above the limit {name}={getattr(self, name)} (raise it with --limit {name}=N)"
+        return f"{what}, above the limit {name}={getattr(self, name)} (raise it with --input-limit {name}=N)"
 
     def replace(self, settings: dict[str, int]) -> Limits:
         """These limits with ``settings`` (name -> value) changed; a :class:`LimitError` names a bad one."""

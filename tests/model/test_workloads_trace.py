@@ -89,7 +89,7 @@ def test_malformed_line_reports_file_line_and_problem(tmp_path: Path, line: str,
     path = _write(tmp_path, [GOOD[0], "", line])
     with pytest.raises(TraceFormatError) as err:
         load_trace(path)
-    assert str(err.value).startswith(f"{path}:3: ")
+    assert str(err.value).startswith(f"{path}:3:")
     assert what in str(err.value)
 
 
