@@ -175,7 +175,10 @@ class Checker:
     def check_partition(self, proved: list[Property]) -> list[Result]:
         """The recovery-path partition (rule: diversion)."""
         out: list[Result] = []
-        obligations = Partition(self.ts, self.options.limits, proved).obligations()
+        try:
+            obligations = Partition(self.ts, self.options.limits, proved).obligations()
+        except Unknown as exc:  # building its terms ran past the deadline
+            return [Result("recovery partition", "partition", UNKNOWN, "smt", 0.0, "diversion", detail=_why(exc))]
         while True:
             start = time.perf_counter()
             try:
