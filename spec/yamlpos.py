@@ -204,13 +204,14 @@ def _yaml_error(exc: yaml.YAMLError, text: str, path: str) -> SpecError:
 
 def load_yaml(text: str, path: str, limits: Limits = DEFAULT) -> YMap:
     """Parse ``text``; raise :class:`SpecError` at the offending position on any YAML error or limit."""
-    composer = _Composer(text, path, limits)
     try:
-        node = composer.get_single_node()
+        composer = _Composer(text, path, limits)  # the reader refuses control characters here
+        try:
+            node = composer.get_single_node()
+        finally:
+            composer.dispose()
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, text, path) from None
-    finally:
-        composer.dispose()
     if node is None:
         raise SpecError(path, 1, 1, "the spec file is empty")
     data = _convert(node, path, limits)

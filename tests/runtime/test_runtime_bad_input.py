@@ -54,6 +54,15 @@ CASES: list[tuple[str, Callable[[CacheManager], Any], type[Exception], str]] = [
     ("0-d array", lambda m: m.lookup(np.array(5)), BadInputError, "sequence of ints, got ndarray"),
     ("numpy scalar", lambda m: m.append("a", np.int64(3)), BadInputError, "sequence of ints, got int64"),
     ("2-d array", lambda m: m.lookup(np.array([[1, 2]])), BadInputError, "tokens[0] must be an int"),
+    ("probe limit", lambda m: m.probe([1], limit=(1, 2)), BadInputError, "limit"),  # type: ignore[arg-type]
+    ("batch not a mapping", lambda m: m.append_batch(3), BadInputError, "map sequence ids"),  # type: ignore[arg-type]
+    ("capture one str", lambda m: m.capture("a"), BadInputError, "not a single str"),
+    ("capture not iterable", lambda m: m.uncapture(2), BadInputError, "iterable"),  # type: ignore[arg-type]
+    ("offload target array", lambda m: m.offload(m.sequence_pages("a")[0], np.array([1, 2])),  # type: ignore[arg-type]
+     BadInputError, "offload target"),
+    ("kernel device", lambda m: m.kernel_lease([], device=-1), BadInputError, "torch device"),
+    ("kernel leases", lambda m: m.kernel_lease(0), BadInputError, "iterable"),  # type: ignore[arg-type]
+    ("wait timeout", lambda m: m.wait_prefetches("soon"), BadInputError, "timeout"),  # type: ignore[arg-type]
 ]
 
 
