@@ -38,6 +38,7 @@ from .typecheck import Scope, check
 from .yamlpos import YList, YMap, load_yaml, merge
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1}
+LAYOUT_BITS = 64  # layouts are proved with bit-vectors of this width
 _KIND_NAMES = {"YMap": "a mapping", "YList": "a list", "int": "an integer", "str": "a string",
                "bool": "true or false"}
 _TOP = ("spec", "description", "refutes", "instance", "system", "page", "objects", "predicates", "lemmas",
@@ -298,7 +299,9 @@ class _Loader:
             m = preds[key]
             if isinstance(m, YMap):
                 self.unknown_keys(m, ("params", "expr", "description"), f"predicate '{key}'")
-                params = tuple(m.get("params", ()))
+                params = tuple(self.need(m, "params", YList, f"predicate '{key}'")) if "params" in m else ()
+                if not all(isinstance(prm, str) and prm.isidentifier() for prm in params):
+                    raise self.err(m, "params", f"predicate '{key}': params must be a list of names")
                 body_map, body_key = m, "expr"
                 if "expr" not in m:
                     raise self.err(m, None, f"predicate '{key}': missing 'expr'")
@@ -476,6 +479,11 @@ class _Loader:
             if align <= 0 or align & (align - 1):
                 raise self.err(m, "align", f"{what}: align must be a positive power of two, got {align}")
             pool = self.const_int(m, "pool_bytes", what) if "pool_bytes" in m else base + entries * stride
+            for field, value in (("entries", entries), ("stride_bytes", stride), ("base", base),
+                                 ("pool_bytes", pool), ("align", align)):
+                if not 0 <= value < 2**LAYOUT_BITS:
+                    raise self.err(m, field if field in m else "entries",
+                                   f"{what}: {field} is {value}, outside the {LAYOUT_BITS}-bit address range")
             out.append(Layout(key, dtype, shape, entries, entry_bytes, stride, base, align, pool,
                               Loc(raw.marks[key][0], raw.marks[key][1])))
         return tuple(out)
