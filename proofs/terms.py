@@ -27,6 +27,7 @@ from morphcache.spec.expr import (
     Name,
     Reduce,
     Unary,
+    render,
 )
 from morphcache.spec.model import Spec
 
@@ -70,6 +71,14 @@ class Terms:
     def state_code(self, obj: str, value: str) -> int:
         return self.objects[obj].states.index(value)
 
+    def out_of_range(self, e: Index, page: int, env: Mapping[str, Any]) -> EncodingError:
+        """The error of an index that reaches a page the instance does not have."""
+        last = f"outside pages 0..{self.spec.pages - 1}"
+        if isinstance(e.index, Const):
+            return self.error(e, f"{e.name}[{page}] is {last}")
+        bound = ", ".join(f"{k}={v}" for k, v in env.items() if isinstance(v, int) and not isinstance(v, bool))
+        return self.error(e, f"{render(e)} is {e.name}[{page}]{' at ' + bound if bound else ''}, {last}")
+
     def term(self, e: Expr, s: State, env: Mapping[str, Any], obj: str | None = None) -> Any:  # noqa: C901
         """The Z3 term of ``e`` in state ``s`` with names ``env`` bound (``obj`` types a literal)."""
         if self.deadline is not None:
@@ -92,7 +101,7 @@ class Terms:
             if z3.is_int_value(idx):
                 page = idx.as_long()
                 if not 0 <= page < self.spec.pages:
-                    raise self.error(e, f"{e.name}[{page}] is outside pages 0..{self.spec.pages - 1}")
+                    raise self.out_of_range(e, page, env)
                 return s[slot(e.name, page)]
             result = s[slot(e.name, 0)]
             for page in range(1, self.spec.pages):

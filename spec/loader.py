@@ -392,6 +392,10 @@ class _Loader:
         raw = self.mapping(self.doc, "lemmas", "lemmas", required=False)
         out = []
         for key in raw:
+            if isinstance(raw[key], YMap):
+                self.unknown_keys(raw[key], ("expr", "description"), f"lemma '{key}'")
+                if "expr" not in raw[key]:
+                    raise self.err(raw[key], None, f"lemma '{key}': missing 'expr'")
             m, k, desc = (raw[key], "expr", raw[key].get("description", "")) if isinstance(raw[key], YMap) \
                 else (raw, key, "")
             e = self.expr(m, k, self.base_scope())

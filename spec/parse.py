@@ -74,8 +74,8 @@ def parse_expr(text: str, src: Source, predicates: Mapping[str, Predicate] | Non
         col = (exc.offset or 1) - 1
         raise SpecError(src.path, src.line, src.col + col, f"cannot parse expression: {exc.msg}") from None
     except (RecursionError, MemoryError):  # Python's parser gives up on very deep nesting
-        raise SpecError(src.path, src.line, src.col, limits.exceeded(
-            "expr_depth", "the expression nests too deeply for Python's parser")) from None
+        raise SpecError(src.path, src.line, src.col, "the expression nests too deeply for Python's parser "
+                        f"(the limit expr_depth={limits.expr_depth} is far below)") from None
     builder = _Builder(src, predicates or {}, limits)
     builder.measure(tree.body)
     e = builder.build(tree.body)

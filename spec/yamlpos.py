@@ -198,7 +198,8 @@ def _yaml_error(exc: yaml.YAMLError, text: str, path: str) -> SpecError:
         before = text[: exc.position]
         line = before.count("\n") + 1
         col = exc.position - (before.rfind("\n") + 1) + 1
-        return SpecError(path, line, col, f"YAML cannot contain the character {exc.character!r}")
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        return SpecError(path, line, col, f"YAML cannot contain the control character U+{code:04X}")
     return SpecError(path, 1, 1, f"YAML error: {exc}")  # pragma: no cover - PyYAML raises the two above
 
 

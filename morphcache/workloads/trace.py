@@ -101,7 +101,11 @@ class _Line:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    """``value`` as JSON (as the trace wrote it), cut to 40 characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -111,8 +115,10 @@ def _parse_line(line: _Line) -> TraceRecord:
         record = json.loads(line.text)
     except json.JSONDecodeError as exc:
         raise line.error(f"invalid JSON ({exc.msg})", col=exc.colno) from None
-    except (ValueError, RecursionError) as exc:  # a huge integer, or nesting past the decoder's depth
-        raise line.error(f"unreadable JSON ({str(exc)[:80]})") from None
+    except RecursionError:
+        raise line.error("JSON nests too deeply to read") from None
+    except ValueError:  # json reads numbers with int(), which refuses more than 4300 digits
+        raise line.error("a JSON number has too many digits to read") from None
     if not isinstance(record, dict):
         raise line.error(f"expected a JSON object, got {'null' if record is None else type(record).__name__}")
     if "timestamp" not in record:
@@ -125,9 +131,11 @@ def _parse_line(line: _Line) -> TraceRecord:
     if "hash_ids" not in record:
         raise line.error("missing field 'hash_ids'")
     ids = record["hash_ids"]
-    if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID
-                                        for h in ids):
-        raise line.error("hash_ids must be a list of integers in [0, 2**64)", "hash_ids")
+    if not isinstance(ids, list):
+        raise line.error(f"hash_ids must be a list of integers in [0, 2**64), got {_short(ids)}", "hash_ids")
+    for i, h in enumerate(ids):
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+            raise line.error(f"hash_ids[{i}] must be an integer in [0, 2**64), got {_short(h)}", "hash_ids")
     need = -(-input_length // TRACE_BLOCK_TOKENS)
     if len(ids) != need:
         raise line.error(f"input_length {input_length} needs {need} hash_ids of {TRACE_BLOCK_TOKENS} tokens, "
