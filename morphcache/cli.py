@@ -24,16 +24,23 @@ from morphcache.errors import InputError, UsageError
 DEFAULT_DEADLINE_S = 600.0
 
 
-def _writable(prog: str, option: str, path: str) -> Callable[[str], None]:
-    """A writer of ``path`` whose failure is a :class:`UsageError` naming ``option``."""
+def _output_path(prog: str, option: str, path: str | None) -> None:
+    """Refuse, before any work, an output path whose folder does not exist."""
+    if path is None or path == "-":
+        return
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise UsageError(prog, option, f"cannot write {path}: no folder {folder}")
+    if Path(path).is_dir():
+        raise UsageError(prog, option, f"cannot write {path}: it is a folder")
 
-    def write(text: str) -> None:
-        try:
-            Path(path).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(prog, option, f"cannot write {path}: {exc.strerror or exc}") from None
 
-    return write
+def _write(prog: str, option: str, path: str, text: str) -> None:
+    """Write ``text`` to ``path``; a failure is a :class:`UsageError` naming ``option``."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(prog, option, f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _progress(verbose: bool) -> Callable[[str], None] | None:
@@ -53,6 +60,8 @@ def _check(args: argparse.Namespace) -> int:
 
     prog = "morphcache check"
     limits = limits_of(args, prog)
+    _output_path(prog, "--json", args.json)
+    _output_path(prog, "--trace-out", args.trace_out)
     progress = _progress(args.verbose)
     deadline = Deadline(args.deadline or None, progress)
     spec = load_spec(args.spec, limits=limits)
@@ -63,7 +72,7 @@ def _check(args: argparse.Namespace) -> int:
         print(report_json(report, spec))
     else:
         if args.json:
-            _writable(prog, "--json", args.json)(report_json(report, spec) + "\n")
+            _write(prog, "--json", args.json, report_json(report, spec) + "\n")
         print(format_report(report, spec))
     traces = [r.trace for r in report.refuted if r.trace is not None]
     if args.trace_out and traces:
