@@ -115,6 +115,7 @@ class _Builder:
         self.predicates = predicates
         self.limits = limits
         self.nodes = 0  # IR nodes built so far, inlined predicates included
+        self.depths: dict[int, int] = {}  # id(ast node) -> its depth, from measure()
 
     def measure(self, root: ast.expr) -> None:
         """Refuse a syntax tree deeper than ``expr_depth`` or larger than ``expr_nodes`` (no recursion)."""
@@ -122,6 +123,7 @@ class _Builder:
         while stack:
             node, depth = stack.pop()
             count += 1
+            self.depths[id(node)] = depth
             if depth > self.limits.expr_depth:
                 raise self.fail(node, self.limits.exceeded(
                     "expr_depth", f"the expression nests more than {self.limits.expr_depth} levels deep"))
@@ -224,6 +226,10 @@ class _Builder:
             raise self.fail(node, f"predicate '{fname}' takes {len(pred.params)} argument(s)")
         binding = {name: self.build(arg) for name, arg in zip(pred.params, node.args, strict=True)}
         self.grow(node, _size_within(pred.body, self.limits.expr_nodes))
+        depth = self.depths.get(id(node), 1) + _depth(pred.body)  # checked before inlining recurses
+        if depth > self.limits.expr_depth:
+            raise self.fail(node, self.limits.exceeded(
+                "expr_depth", f"the expression nests {depth} levels deep with '{fname}' inlined"))
         return substitute(pred.body, binding)
 
     def reduce(self, kind: str, node: ast.Call) -> Expr:

@@ -174,7 +174,9 @@ def _convert(node: yaml.Node, path: str, limits: Limits) -> Any:
             out.marks[key] = _pos(value_node)
         return out
     if isinstance(node, yaml.SequenceNode):
-        seq = YList(_convert(item, path, limits) for item in node.value)
+        seq = YList()
+        for item in node.value:  # a loop, not a generator: one stack frame per level of nesting
+            seq.append(_convert(item, path, limits))
         seq.file = path
         seq.line, seq.col = _pos(node)
         seq.marks = [_pos(item) for item in node.value]
