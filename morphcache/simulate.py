@@ -101,12 +101,24 @@ def _workload(args: argparse.Namespace, limits: Limits) -> tuple[list[Request], 
     return reqs, name, ()
 
 
+def _usable_folder(path: str) -> None:
+    """Create ``path`` if missing; a UsageError about --disk-dir unless it is a writable folder."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(PROG, "--disk-dir", f"cannot use {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(PROG, "--disk-dir", f"cannot use {path}: not writable")
+
+
 def simulate_main(argv: list[str]) -> int:
     """Run ``morphcache simulate``; 0 when every sampled request matched the golden forward (always 0
     with ``--unsafe``, whose point is to show the drift), 1 otherwise.  Bad input (an argument, a
     trace) raises :class:`~morphcache.errors.InputError`; ``morphcache.cli.main`` prints it and exits 2."""
     args = build_parser().parse_args(argv)
     limits = limits_of(args, PROG)
+    if args.disk_dir is not None and args.disk_pages:
+        _usable_folder(args.disk_dir)
     import torch
 
     if not torch.cuda.is_available():

@@ -12,8 +12,8 @@ API:
   and its SVG.
 * ``write_spec_diagrams(spec_path, out_dir, limits=None) -> list[Path]``: load and write (raises
   :class:`~morphcache.errors.InputError` on bad input);
-* ``diagram_main(spec_path, out_dir, limits=None) -> int``: the same, printing the paths (2 and one
-  line on stderr on bad input).
+* ``diagram_main(spec_path, out_dir) -> int``: the same through the command line, printing the
+  paths (2 and one line on stderr on bad input).
 
 SVGs are rendered with the Graphviz ``dot`` binary; without it only DOT is written (with a note on
 stderr).

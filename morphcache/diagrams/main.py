@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from morphcache.errors import InputError, UsageError
+from morphcache.errors import UsageError
 from morphcache.limits import Limits
 from morphcache.spec.loader import load_spec
 
@@ -26,20 +26,12 @@ def write_spec_diagrams(spec_path: str, out_dir: str, limits: Limits | None = No
                          f"{exc.strerror or exc}") from None
 
 
-def diagram_main(spec_path: str, out_dir: str, limits: Limits | None = None) -> int:
-    """Write all diagrams of ``spec_path`` into ``out_dir`` and print their paths.
+def diagram_main(spec_path: str, out_dir: str) -> int:
+    """``morphcache diagram SPEC --out DIR --no-counterexamples``: write the diagrams, print their
+    paths and return 0; on bad input return 2 after the command line printed its one-line error."""
+    from morphcache.cli import main
 
-    Returns 0 on success and 2 on bad input (a spec that does not load, an output directory that
-    cannot be written), whose one-line error goes to stderr.
-    """
-    try:
-        paths = write_spec_diagrams(spec_path, out_dir, limits)
-    except InputError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    for path in paths:
-        print(path)
-    return 0
+    return main(["diagram", spec_path, "--out", out_dir, "--no-counterexamples"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -80,7 +80,7 @@ def test_missing_file(tmp_path: Path) -> None:
          "input_length must be an integer"),
         (json.dumps({"timestamp": 0, "input_length": 9, "output_length": 1, "hash_ids": 3}),
          "hash_ids must be"),
-        (_rec(0, 10, 1, [0, "a"]), "hash_ids must be"),  # type: ignore[list-item]
+        (_rec(0, 10, 1, [0, "a"]), "hash_ids[1] must be"),  # type: ignore[list-item]
         (_rec(0, 1100, 1, [0, 1]), "needs 3 hash_ids"),
         (_rec(0, 100, 1, [0, 1]), "needs 1 hash_ids"),
     ],
