@@ -13,6 +13,7 @@ file, ``{dir}`` its folder and ``{root}`` the repository.
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -67,3 +68,20 @@ def test_bad_input_gives_one_located_line_and_exit_2(case: Path, capsys: pytest.
     assert "Traceback" not in captured.err + captured.out
     assert captured.err == expand(head["expect"], case) + "\n"
     assert code == 2
+
+
+def test_input_errors_are_caught_in_one_place() -> None:
+    """Bad input travels as an InputError to the command line's single handler; nothing catches it on
+    the way (a handler elsewhere could print a second line, or swallow the exit status)."""
+    handlers = []
+    for folder in ("morphcache", "spec", "proofs", "runtime"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if re.search(r"except .*\b(InputError|LocatedError|SpecError|TraceFormatError|UsageError)\b", line):
+                    handlers.append(f"{path.relative_to(ROOT)}:{number}")
+    assert handlers == ["morphcache/cli.py:" + str(_handler_line())]
+
+
+def _handler_line() -> int:
+    lines = (ROOT / "morphcache" / "cli.py").read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, start=1) if "except InputError" in line)
