@@ -29,7 +29,8 @@ class RuntimeConfig:
     """Sizes, tiers and policy switches of one CacheManager.
 
     ``compress_block`` must divide ``page_size`` (default: one compressed entry per page).
-    ``disk_dir`` None disables the disk tier.  ``page_bytes`` 0 means "ask the page store".
+    ``disk_dir`` None (and ``disk_pages`` 0) means no disk tier; a disk tier needs both.
+    ``page_bytes`` 0 means "ask the page store".
     ``max_sequence_tokens`` bounds one sequence's length (longer appends are refused as bad input).
     ``backend`` "table" (fast, the default) or "machine" (every trigger goes through the
     ``transitions`` machines; slower, same decisions).  ``record`` keeps every fired step for the
@@ -79,8 +80,13 @@ class RuntimeConfig:
             raise ConfigError(f"RuntimeConfig.backend must be 'table' or 'machine', got {self.backend!r}")
         if self.disk_pages and self.disk_dir is None:
             raise ConfigError("RuntimeConfig.disk_pages > 0 needs a disk_dir")
-        if self.disk_dir is not None and not isinstance(self.disk_dir, (str, Path)):
-            raise ConfigError(f"RuntimeConfig.disk_dir must be a path, got {self.disk_dir!r}")
+        if self.disk_dir is not None:
+            if not isinstance(self.disk_dir, (str, Path)) or not str(self.disk_dir).strip():
+                raise ConfigError(f"RuntimeConfig.disk_dir must be a non-empty path or None (no disk tier), "
+                                  f"got {self.disk_dir!r}")
+            if not self.disk_pages:
+                raise ConfigError("RuntimeConfig.disk_dir is set but disk_pages is 0: give disk_pages, or leave "
+                                  "disk_dir None for no disk tier")
         for key, value in self.constants.items():
             if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"RuntimeConfig.constants: {key!r} must map to an int, got {value!r}")

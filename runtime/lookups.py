@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -72,13 +73,24 @@ def check_tokens(tokens: object, what: str = "tokens") -> Sequence[int]:
         return token_array(tokens)  # type: ignore[arg-type]
     except (TypeError, OverflowError, ValueError):
         pass
-    seq: Sequence[Any] = tokens  # type: ignore[assignment]
+    try:
+        seq = list(tokens)  # type: ignore[call-overload]
+    except TypeError:  # a 0-d array or a numpy scalar: array-like, but not a sequence
+        raise BadInputError(f"{what} must be a sequence of ints, got {type(tokens).__name__} "
+                            f"{_shown(tokens)}") from None
     for i, t in enumerate(seq):
-        if not isinstance(t, int) and not hasattr(t, "__index__"):
-            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {t!r}") from None
-        if not 0 <= int(t) <= MAX_TOKEN:
-            raise BadInputError(f"{what}[{i}] must be in [0, 2**64), got {int(t)}") from None
+        try:
+            value = operator.index(t)
+        except TypeError:
+            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {_shown(t)}") from None
+        if not 0 <= value <= MAX_TOKEN:
+            raise BadInputError(f"{what}[{i}] must be in [0, 2**64), got {value}") from None
     raise BadInputError(f"{what} cannot be read as 64-bit token ids")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class LookupOps(TieringOps):

@@ -37,8 +37,7 @@ class CacheManager(WritingOps):
         """Miss, NeedsRecovery(plan) or Ready(lease) for the longest cached prefix of ``tokens``
         (at most ``limit`` tokens).  Ready pins the whole pages of the hit."""
         toks = check_tokens(tokens)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise BadInputError(f"limit must be an int >= 0 or None, got {limit!r}")
+        _check_limit(limit)
         with self.lock:
             return self._lookup(toks, limit, owner)
 
@@ -46,6 +45,7 @@ class CacheManager(WritingOps):
         """Nominal and effective hit of ``tokens`` and what blocks the nominal one; changes nothing
         (no pins, no metrics)."""
         toks = check_tokens(tokens)
+        _check_limit(limit)
         with self.lock:
             return self._probe(toks, limit)
 
@@ -79,11 +79,17 @@ class CacheManager(WritingOps):
     def kernel_lease(self, leases: Iterable[Lease], device: Any = "cpu") -> Any:
         """A ``KernelLease`` (block table, generations, lengths as int32 tensors on ``device``, the
         device of the engine's page pools) for the read kernels."""
+        import torch
+
         from .kernel_lease import RuntimeKernelLease
 
+        try:
+            target = torch.device(device)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise BadInputError(f"device must name a torch device, got {device!r} ({exc})") from None
         with self.lock:
-            owned = [self._own(lease) for lease in leases]
-            return RuntimeKernelLease.build(self, owned, device)
+            owned = [self._own(lease) for lease in _items(leases, "leases")]
+            return RuntimeKernelLease.build(self, owned, target)
 
     # -- morphology, window, tiers ------------------------------------------------------------------
     def compress(self, pid: int) -> None:
@@ -141,6 +147,9 @@ class CacheManager(WritingOps):
 
     def wait_prefetches(self, timeout: float | None = None) -> None:
         """Block until every prefetch in flight has landed or failed."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout >= 0):
+            raise BadInputError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
         with self.lock:
             futures = list(self.inflight.values())
         wait(futures, timeout)
@@ -176,7 +185,7 @@ class CacheManager(WritingOps):
 
     def _graph(self, event: str, undo: str, seq_ids: Iterable[str]) -> None:
         with self.lock:
-            seqs = [self._seq(s) for s in seq_ids]
+            seqs = [self._seq(s) for s in _items(seq_ids, "seq_ids")]
             done: list[Sequence] = []
             try:
                 for seq in seqs:
@@ -231,3 +240,18 @@ class CacheManager(WritingOps):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_limit(limit: object) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise BadInputError(f"limit must be an int >= 0 or None, got {limit!r}")
+
+
+def _items(values: object, what: str) -> list[Any]:
+    """``values`` as a list; BadInputError unless it is an iterable other than a str or bytes."""
+    if isinstance(values, (str, bytes)):
+        raise BadInputError(f"{what} must be an iterable of items, not a single {type(values).__name__}")
+    try:
+        return list(values)  # type: ignore[call-overload]
+    except TypeError:
+        raise BadInputError(f"{what} must be an iterable, got {type(values).__name__}") from None

@@ -27,7 +27,7 @@ class TieringOps(ManagerBase):
 
     # -- offload ------------------------------------------------------------------------------------
     def _offload(self, pid: int, to: str, protect: frozenset[int] | set[int] = frozenset()) -> None:
-        if to not in ("host", "disk"):
+        if not isinstance(to, str) or to not in ("host", "disk"):
             raise BadInputError(f"offload target must be 'host' or 'disk', got {to!r}")
         if to == "disk" and self.disk is None:
             raise TierError("no disk tier configured (RuntimeConfig.disk_dir / disk_pages)")

@@ -55,6 +55,8 @@ class WritingOps(LookupOps):
         Sequences are independent: a refusal for one does not stop the others; the first refusal is
         raised once every sequence was processed.
         """
+        if not isinstance(items, Mapping):
+            raise BadInputError(f"items must map sequence ids to tokens, got {type(items).__name__}")
         checked: list[tuple[str, Seq[int]]] = []
         for sid, toks in items.items():
             if toks.__class__ is list and len(toks) == 1 and toks[0].__class__ is int and 0 <= toks[0] <= MAX_TOKEN:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from morphcache.cli import main
 from morphcache.engine.trace_sample import conversation_lines, sample_trace
 from morphcache.simulate import simulate_main
 
@@ -60,8 +61,8 @@ def _trace(tmp: Path) -> Path:
 
 def test_trace_sampling_follows_conversations(tmp_path: Path) -> None:
     path = _trace(tmp_path)
-    assert conversation_lines(path, limit=10, max_blocks=8) == [0, 2, 4]
-    assert conversation_lines(path, limit=2, max_blocks=8) == [0, 2]
+    assert conversation_lines(path, limit=10, max_blocks=8) == [1, 3, 5]
+    assert conversation_lines(path, limit=2, max_blocks=8) == [1, 3]
     s = sample_trace(path, limit=3, block_tokens=8, max_blocks=3)
     assert [len(r.tokens) for r in s.requests] == [24, 24, 24]
     assert s.requests[0].tokens == s.requests[1].tokens  # cut to 3 blocks: the same prefix
@@ -73,13 +74,14 @@ def test_trace_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 0
     rep = json.loads(out)
     assert rep["requests"] == 3 and rep["nominal_tokens"] > 0 and rep["within_tolerance"]
-    assert "trace lines replayed: 0, 2, 4" in rep["notes"]
+    assert "trace lines replayed: 1, 3, 5" in rep["notes"]
 
 
 def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert simulate_main(["--turns", "0"]) == 2
-    assert simulate_main(["--trace", str(tmp_path / "missing.jsonl")]) == 2
-    assert "not found" in capsys.readouterr().err
+    assert main(["simulate", "--turns", "0"]) == 2
+    assert capsys.readouterr().err == "morphcache simulate: --turns: must be an integer >= 1, got 0\n"
+    assert main(["simulate", "--trace", str(tmp_path / "missing.jsonl")]) == 2
+    assert "--trace: no trace file at" in capsys.readouterr().err
 
 
 def test_requests_the_pool_cannot_hold_are_refused_and_counted(capsys: pytest.CaptureFixture[str]) -> None:
