@@ -12,7 +12,7 @@
 
 Memory sizes are fractions of a workload's footprint (distinct full pages it writes): GPU pages =
 2%, 5% and 10% of it (at least its largest request plus 16 pages), host pages = half as many,
-reuse pool = GPU + host; no disk tier.  Sizes that coincide are run once.  Targets (not tests):
+reuse pool = GPU + host; no disk tier.  A size within 20% of the previous one is skipped.  Targets (not tests):
 SAECache >= 1.4x LRU and better than the FLOP-aware policy on TTFT on typed mixed workloads under
 pressure; on the shifting workload within 10% of the per-phase oracle; never more than 5% worse than
 LRU anywhere; >= 90% of LRU's replay throughput on the trace.
@@ -116,12 +116,12 @@ def footprint(work: TypedWorkload) -> tuple[int, int]:
 
 
 def sizes(work: TypedWorkload, fractions: tuple[float, ...] = FRACTIONS) -> list[tuple[int, int]]:
-    """(GPU pages, host pages) per memory size (sizes that coincide are run once)."""
+    """(GPU pages, host pages) per memory size (one within 20% of the previous is skipped)."""
     pages, largest = footprint(work)
     out: list[tuple[int, int]] = []
     for f in fractions:
         gpu = max(math.ceil(f * pages), largest + 16)
-        if (gpu, gpu // 2) not in out:
+        if not out or gpu > 1.2 * out[-1][0]:
             out.append((gpu, gpu // 2))
     return out
 

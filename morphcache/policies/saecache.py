@@ -19,10 +19,8 @@ project's reading of that description, not the paper's equations).
    successive uses of a page are fitted online (a session queue's inter-request gaps seed its
    types' fits); ``F = fit.cdf(T)``, the probability that a reuse comes within ``T`` (the ticks one
    turnover of the tier currently takes), enters ``P`` as a fixed feature, so a conversation that
-   returns after minutes is worth little to a cache that turns over in seconds.  An outcome is
-   weighed with the probability of a reuse within ``T`` after the page's idle age at eviction,
-   given none came before: a page evicted long after its last use says little about its type.
-   The position decay power ``beta``, the queue weights and the estimators' memory are learned
+   returns after minutes is worth little to a cache that turns over in seconds.  The position
+   decay power ``beta``, the queue weights and the estimators' memory are learned
    with ``omega`` (learning.py).
 
 The key of a page for a decision (lower leaves first), on the tier's entry clock (scored.py)::
@@ -140,10 +138,10 @@ class SAECachePolicy(ScoredPolicy):
             kind = self.binding_of[types] = self.model.binding(types)
         return kind
 
-    def factor(self, meta: PageMeta, queue: str, kind: str, decision: str, age: float = 0.0) -> float:
-        """The fixed features of ``P``: a reuse within one turnover of the tier, for a page idle for
-        ``age`` ticks, times the structural frequency factor (1 in a session queue)."""
-        f = self.fit(queue, kind).within(age, self.turnover_ticks(decision))
+    def factor(self, meta: PageMeta, queue: str, kind: str, decision: str) -> float:
+        """The fixed features of ``P``: a reuse within one turnover of the tier, times the structural
+        frequency factor (1 in a session queue)."""
+        f = self.fit(queue, kind).cdf(self.turnover_ticks(decision))
         if self.queues[queue].kind != "session":
             reuses = max(0, meta.uses - 1)
             f *= (reuses + 1.0) / (reuses + 2.0)
@@ -267,10 +265,9 @@ class SAECachePolicy(ScoredPolicy):
         queue = rec.queue if rec is not None else self.queue_of(meta, PageRecord(meta))
         kind = self.model.binding(meta.types)
         ghosts = self.ghosts[decision]
-        age = self.now - rec.last if rec is not None else 0.0
         if meta.hash not in ghosts:
             self.ghosted[meta.hash] = self.ghosted.get(meta.hash, 0) + 1
-        ghosts[meta.hash] = Ghost(queue, kind, meta.depth, self.factor(meta, queue, kind, decision, age))
+        ghosts[meta.hash] = Ghost(queue, kind, meta.depth, self.factor(meta, queue, kind, decision))
         ghosts.move_to_end(meta.hash)
         limit = self.turnover(decision)
         while len(ghosts) > limit:
