@@ -17,12 +17,21 @@ lose performance; it can never make an illegal read happen.
 
 Page metadata (``PageMeta``) is owned and updated by the runtime; policies read it and must not
 write it.  The clock is logical: it ticks once per lookup, write or read the runtime serves.
+``meta.tier`` is ``"gpu"``, ``"host"``, ``"disk"``, ``"dropped"`` or a state in between
+(``"offloading"``, ``"prefetching"``): a page in between belongs to no decision's tier.
+
+``make_policy`` turns ``RuntimeConfig(policy=...)`` into an instance: an ``EvictionPolicy`` is
+used as is, a name is looked up among the registered factories (``"lru"`` here; ``"flop"``,
+``"semantic"`` and ``"saecache"`` register themselves when ``morphcache.policies`` is imported,
+which ``make_policy`` does on the first unknown name).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+
+from .errors import ConfigError
 
 DECISIONS = ("gpu", "host", "disk", "pool")
 
@@ -32,24 +41,27 @@ class PageMeta:
 
     ``types``: the token types the page contains (``"system"``, ``"user"``, ``"tool"``,
     ``"response"``, ``"reasoning"`` or any tag the engine used; empty when untyped);
-    ``session`` / ``task``: the ids of the request that wrote it; ``holders``: live sequences
-    whose block table holds it; ``recovery_tokens``: tokens a recompute of it would prefill;
-    ``bytes``: what it occupies on its tier; ``hash``: its chain hash once sealed (None while
-    filling), stable across evictions, so a policy can recognise a page that comes back.
+    ``session`` / ``task``: the ids of the request that wrote it; ``writer``: the id of the
+    sequence whose append wrote it (one request: a policy tells a session's turns apart by it);
+    ``holders``: live sequences whose block table holds it; ``recovery_tokens``: tokens a
+    recompute of it would prefill; ``bytes``: what it occupies on its tier; ``hash``: its chain
+    hash once sealed (None while filling), stable across evictions, so a policy can recognise a
+    page that comes back.
     """
 
-    __slots__ = ("page", "depth", "tokens", "types", "session", "task", "created", "last_use", "uses",
+    __slots__ = ("page", "depth", "tokens", "types", "session", "task", "writer", "created", "last_use", "uses",
                  "tier", "bytes", "recovery_tokens", "pooled", "holders", "hash")
 
     def __init__(self, page: int, depth: int, *, tokens: int = 0, types: frozenset[str] = frozenset(),
-                 session: str | None = None, task: str | None = None, created: int = 0, tier: str = "gpu",
-                 bytes: int = 0, recovery_tokens: int = 0) -> None:
+                 session: str | None = None, task: str | None = None, writer: str | None = None,
+                 created: int = 0, tier: str = "gpu", bytes: int = 0, recovery_tokens: int = 0) -> None:
         self.page = page
         self.depth = depth
         self.tokens = tokens
         self.types = types
         self.session = session
         self.task = task
+        self.writer = writer
         self.created = created
         self.last_use = created
         self.uses = 0
@@ -91,6 +103,11 @@ class EvictionPolicy:
     def propose(self, decision: str) -> Iterator[int]:
         """Page ids to take out for ``decision`` (one of DECISIONS), best victim first, lazily."""
         raise NotImplementedError(f"{type(self).__name__} proposes no victims")
+
+    def stats(self) -> dict[str, float]:
+        """What the policy has learned or counted, for reports (empty for a policy with no state worth
+        showing)."""
+        return {}
 
 
 class LRUPolicy(EvictionPolicy):
@@ -151,6 +168,39 @@ class LRUPolicy(EvictionPolicy):
         seen: set[int] = set()
         for name in names:
             yield from _fresh(self.order[name], seen)
+
+
+_FACTORIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}
+
+
+def register_policy(name: str, factory: Callable[[], EvictionPolicy]) -> None:
+    """Make ``make_policy(name)`` build a fresh policy with ``factory``."""
+    _FACTORIES[name] = factory
+
+
+def policy_names() -> tuple[str, ...]:
+    """The registered policy names (the shipped ones included)."""
+    _load_shipped()
+    return tuple(sorted(_FACTORIES))
+
+
+def make_policy(policy: EvictionPolicy | str) -> EvictionPolicy:
+    """``policy`` itself, or a fresh instance of the policy registered under that name; ConfigError
+    for an unknown name or anything else."""
+    if isinstance(policy, EvictionPolicy):
+        return policy
+    if not isinstance(policy, str):
+        raise ConfigError(f"policy must be an EvictionPolicy or a name, got {type(policy).__name__}")
+    if policy not in _FACTORIES:
+        _load_shipped()
+    factory = _FACTORIES.get(policy)
+    if factory is None:
+        raise ConfigError(f"unknown policy {policy!r}; known: {', '.join(sorted(_FACTORIES))}")
+    return factory()
+
+
+def _load_shipped() -> None:
+    import morphcache.policies  # noqa: F401  (registers flop, semantic, saecache)
 
 
 def _fresh(queue: OrderedDict[int, None], seen: set[int]) -> Iterator[int]:
