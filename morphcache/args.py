@@ -44,6 +44,17 @@ def at_least(low: int) -> Callable[[str], int]:
     return convert
 
 
+def fraction(text: str) -> float:
+    """An argparse type: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1], got {text}")
+    return value
+
+
 def seconds(text: str) -> float:
     """An argparse type: a number of seconds >= 0 (0: no deadline)."""
     try:

@@ -15,7 +15,15 @@ Workloads:
 Without a GPU the kernels run under the Triton interpreter (TRITON_INTERPRET=1, set if missing).
 The GPU pool is small on purpose, so pages are offloaded, spilled to disk and prefetched back.
 ``--unsafe`` serves the same workload with hash-only hits (no validation, no recovery, generation
-guard off) and shows the drift it causes.
+guard off; on the GDN hybrid the linear layers' state is trusted as the working slot holds it) and
+shows the drift it causes.
+
+Models: ``--model hybrid`` (default: compressed-history, sliding-window and sparse-routing layers)
+or ``--model gdn-hybrid`` (3 linear : 1 full attention); ``--weights seeded`` (default) or
+``trained``.  On the GDN hybrid every hit rebuilds the linear layers' state exactly by recomputing
+them over the hit; ``--tail-replay BUDGET`` lets every request replay only the last BUDGET x hit
+tokens instead (approximate: such requests are listed apart with their measured divergence and are
+never counted as exact).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from morphcache.args import Parser, add_limit_option, at_least, limits_of
+from morphcache.args import Parser, add_limit_option, at_least, fraction, limits_of
 from morphcache.errors import UsageError
 from morphcache.limits import Limits
 
@@ -60,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--decode", type=at_least(0), default=2, help="greedy tokens decoded per request (default 2)")
     add_limit_option(w)
     e = p.add_argument_group("engine")
+    e.add_argument("--model", choices=("hybrid", "gdn-hybrid"), default="hybrid",
+                   help="model configuration (default hybrid; gdn-hybrid: 3 linear : 1 full attention)")
+    e.add_argument("--weights", choices=("seeded", "trained"), default="seeded",
+                   help="seeded random weights (default) or the shipped trained weights")
+    e.add_argument("--tail-replay", type=fraction, metavar="BUDGET",
+                   help="gdn-hybrid: every request may rebuild the linear layers' state by replaying only the "
+                        "last BUDGET x hit tokens (a fraction, e.g. 0.05): approximate, reported apart")
     e.add_argument("--gpu-pages", type=at_least(1), default=24,
                    help="GPU pool pages (default 24: small on purpose)")
     e.add_argument("--host-pages", type=at_least(0), default=8, help="host tier pages (default 8)")
@@ -112,11 +127,16 @@ def _usable_folder(path: str) -> None:
 
 
 def simulate_main(argv: list[str]) -> int:
-    """Run ``morphcache simulate``; 0 when every sampled request matched the golden forward (always 0
-    with ``--unsafe``, whose point is to show the drift), 1 otherwise.  Bad input (an argument, a
+    """Run ``morphcache simulate``; 0 when every sampled exact request matched the golden forward
+    (always 0 with ``--unsafe``, whose point is to show the drift; approximate requests are reported,
+    not judged), 1 otherwise.  Bad input (an argument, a
     trace) raises :class:`~morphcache.errors.InputError`; ``morphcache.cli.main`` prints it and exits 2."""
     args = build_parser().parse_args(argv)
     limits = limits_of(args, PROG)
+    if args.tail_replay is not None and args.unsafe:
+        raise UsageError(PROG, "--tail-replay", "cannot be combined with --unsafe (it trusts every state as exact)")
+    if args.tail_replay is not None and args.model != "gdn-hybrid":
+        raise UsageError(PROG, "--tail-replay", f"the {args.model} model has no linear layers (use --model gdn-hybrid)")
     if args.disk_dir is not None and args.disk_pages:
         _usable_folder(args.disk_dir)
     import torch
@@ -142,11 +162,14 @@ def simulate_main(argv: list[str]) -> int:
     if args.unsafe:
         notes = notes + ("unsafe: every hash hit is trusted, so effective = nominal by construction; "
                          "the drift row shows what that costs",)
+    if args.weights == "trained":
+        notes = notes + ("trained weights (morphcache/model/trained_weights)",)
     with tempfile.TemporaryDirectory(prefix="morphcache-disk-") as tmp:
         disk_dir = args.disk_dir or tmp
-        config = EngineConfig(gpu_pages=args.gpu_pages, host_pages=args.host_pages, disk_pages=args.disk_pages,
-                              disk_dir=disk_dir if args.disk_pages else None, ops=args.ops, unsafe=args.unsafe,
-                              device=device)
+        config = EngineConfig.named(args.model, weights=args.weights, gpu_pages=args.gpu_pages,
+                                    host_pages=args.host_pages, disk_pages=args.disk_pages,
+                                    disk_dir=disk_dir if args.disk_pages else None, ops=args.ops,
+                                    unsafe=args.unsafe, device=device)
         err = Console(stderr=True)
         with Engine(config) as engine, Progress(
             TextColumn("[bold]simulate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
@@ -159,12 +182,13 @@ def simulate_main(argv: list[str]) -> int:
 
                 assert isinstance(report, RequestReport)
                 diff = "" if report.max_abs_diff is None else f" diff {report.max_abs_diff:.1e}"
+                diff += "" if report.exact else " (approximate)"
                 bar.update(task, advance=1, description=f"{report.request_id}: reused {report.reused}/"
                            f"{report.prompt_tokens}{diff}")
 
             run = replay(engine, requests, decode=args.decode, sample_every=args.sample_every,
-                         check_integrity=not args.no_integrity, progress=tick)
-            summary = summarize(engine, run, name, notes=notes)
+                         check_integrity=not args.no_integrity, progress=tick, tail_replay=args.tail_replay)
+            summary = summarize(engine, run, name, notes=notes, tail_replay=args.tail_replay)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
     else:

@@ -89,3 +89,37 @@ def test_requests_the_pool_cannot_hold_are_refused_and_counted(capsys: pytest.Ca
     rep = json.loads(out)
     assert code == 0 and rep["refused"] and rep["requests"] + len(rep["refused"]) == 2
     assert rep["integrity_checks"] == 2
+
+
+GDN = ["--model", "gdn-hybrid", "--conversations", "2", "--turns", "2", "--gpu-pages", "12", "--host-pages", "2",
+       *FAST]
+
+
+def test_gdn_hybrid_exact_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, [*GDN, "--json"])
+    rep = json.loads(out)
+    assert code == 0 and rep["model"] == "gdn-hybrid" and rep["linear_layers"] == 6
+    assert rep["sampled"] == rep["requests"] == 4 and rep["within_tolerance"] and rep["max_abs_diff"] <= 1e-4
+    assert rep["state_paths"].get("recompute", 0) >= 1 and rep["linear_tokens"] > 0
+    assert rep["approximate"] == [] and rep["tail_replay"] is None
+    assert rep["tier_events"]["offload"] > 0
+
+
+def test_gdn_hybrid_unsafe_mode_drifts(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, [*GDN, "--unsafe", "--json"])
+    rep = json.loads(out)
+    assert code == 0 and rep["drifted"] > 0 and rep["max_abs_diff"] > 1e-2
+    assert rep["state_paths"].get("trusted", 0) >= 1
+
+
+def test_gdn_hybrid_tail_replay_reports_approximate_requests_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, [*GDN, "--tail-replay", "0.05", "--sample-every", "0", "--json"])
+    rep = json.loads(out)
+    assert code == 0 and rep["tail_replay"] == 0.05
+    approx = rep["approximate"]
+    assert approx and all(a["budget"] == 0.05 and a["replayed"] == round(0.05 * a["hit"]) for a in approx)
+    assert all(a["max_abs_diff"] > 0 and 0 <= a["top1_agreement"] <= 1 for a in approx)  # measured, unsampled
+    assert rep["state_paths"]["tail-replay"] == len(approx)
+    assert rep["sampled"] == 0  # nothing exact was sampled: approximate requests never count as exact
+    code, text = _run(capsys, [*GDN, "--tail-replay", "0.05", "--weights", "trained"])
+    assert code == 0 and "approximate requests" in text and "top-1 agreement" in text and "never counted" in text
