@@ -47,7 +47,13 @@ def summary_table(s: SimSummary) -> Table:
     t.add_row("bytes prefetched", f"{_bytes(s.prefetched_bytes)} ({s.prefetched_pages} pages landed, "
                                   f"{s.corrupt_pages} corrupt)")
     saved = s.reused_tokens / s.prompt_tokens if s.prompt_tokens else 0.0
-    t.add_row("prefill saved vs no cache", f"{s.reused_tokens} tokens ({_pct(saved)} of prompt tokens)")
+    line = f"{s.reused_tokens} tokens ({_pct(saved)} of prompt tokens)"
+    if s.linear_layers:
+        total = s.prompt_tokens * s.n_layers
+        line += (f"; {s.token_layers_saved} token-layers ({_pct(s.token_layers_saved / total if total else 0.0)} "
+                 f"of the prompts' {total}: {s.reused_tokens} x {s.n_layers} layers less "
+                 f"{s.rebuild_token_layers} rebuilding linear-layer state)")
+    t.add_row("prefill saved vs no cache", line)
     t.add_row("tier events", _pairs(s.tier_events))
     t.add_row("bytes moved", ", ".join(f"{k} {_bytes(v)}" for k, v in s.bytes_moved.items()) or "none")
     pools = (f"GPU {s.pools['gpu_pages']} pages, host {s.pools['host_pages']}, disk "

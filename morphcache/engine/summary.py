@@ -77,7 +77,9 @@ class SimSummary:
     refused: tuple[str, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)
     model: str = "hybrid"
+    n_layers: int = 6
     linear_layers: int = 0
+    rebuild_token_layers: int = 0
     state_paths: Mapping[str, int] = field(default_factory=dict)
     linear_tokens: int = 0
     linear_token_layers: int = 0
@@ -106,6 +108,12 @@ class SimSummary:
         return self.drifted == 0
 
     @property
+    def token_layers_saved(self) -> int:
+        """Token-layers (one token through one layer) not computed thanks to the cache: the reused
+        tokens through every layer, less the state rebuilds (linear layers recomputed over hits)."""
+        return self.reused_tokens * self.n_layers - self.rebuild_token_layers
+
+    @property
     def approximate_reused_tokens(self) -> int:
         """Reused tokens of the requests served on an approximate state."""
         return sum(a.hit for a in self.approximate)
@@ -124,7 +132,8 @@ class SimSummary:
         out.update(nominal_hit_rate=self.nominal_hit_rate, effective_hit_rate=self.effective_hit_rate,
                    reuse_rate=self.reuse_rate, gap_tokens=self.gap_tokens,
                    within_tolerance=self.within_tolerance,
-                   approximate_reused_tokens=self.approximate_reused_tokens, replayed_tokens=self.replayed_tokens)
+                   approximate_reused_tokens=self.approximate_reused_tokens, replayed_tokens=self.replayed_tokens,
+                   token_layers_saved=self.token_layers_saved)
         return out
 
 
@@ -193,7 +202,9 @@ def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float
         refused=run.refused,
         notes=notes,
         model=model_name(cfg.model) or "custom",
+        n_layers=cfg.model.n_layers,
         linear_layers=len(cfg.model.linear_layers),
+        rebuild_token_layers=sum(r.linear_token_layers for r in reps),
         state_paths=dict(sorted(states.items())),
         linear_tokens=sum(r.linear_tokens for r in exact),
         linear_token_layers=sum(r.linear_token_layers for r in exact),

@@ -102,6 +102,8 @@ def test_gdn_hybrid_exact_paths(capsys: pytest.CaptureFixture[str]) -> None:
     assert rep["sampled"] == rep["requests"] == 4 and rep["within_tolerance"] and rep["max_abs_diff"] <= 1e-4
     assert rep["state_paths"].get("recompute", 0) >= 1 and rep["linear_tokens"] > 0
     assert rep["approximate"] == [] and rep["tail_replay"] is None
+    assert rep["token_layers_saved"] == rep["reused_tokens"] * 8 - rep["linear_token_layers"]
+    assert rep["linear_token_layers"] == 7 * rep["linear_tokens"]  # layers 0 .. 6 rerun over every hit
     assert rep["tier_events"]["offload"] > 0
 
 
@@ -123,3 +125,4 @@ def test_gdn_hybrid_tail_replay_reports_approximate_requests_apart(capsys: pytes
     assert rep["sampled"] == 0  # nothing exact was sampled: approximate requests never count as exact
     code, text = _run(capsys, [*GDN, "--tail-replay", "0.05", "--weights", "trained"])
     assert code == 0 and "approximate requests" in text and "top-1 agreement" in text and "never counted" in text
+    assert "token-layers" in text
