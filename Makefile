@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean bench-env bench-vs-vllm
 
 $(STAMP): pyproject.toml
 	@command -v dot >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || echo "warning: graphviz 'dot' not installed; SVG output disabled"
@@ -20,5 +20,27 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# A separate environment for benchmarks/bench_vs_vllm.py: vLLM's KV cache manager beside morphcache in one
+# process.  vLLM is installed without its dependencies (only what its kv_cache_manager imports, listed in
+# benchmarks/vllm-requirements.txt); it never becomes a dependency of the project or its tests.
+BENCH_VENV ?= .bench-venv
+BENCH_PY := $(BENCH_VENV)/bin/python
+BENCH_STAMP := $(BENCH_VENV)/.installed
+VLLM_VERSION ?= 0.33.0
+
+$(BENCH_STAMP): pyproject.toml benchmarks/vllm-requirements.txt
+	@test -x $(BENCH_PY) || python3 -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install -q torch==2.13.0
+	$(BENCH_PY) -m pip install -q --no-deps vllm==$(VLLM_VERSION)
+	$(BENCH_PY) -m pip install -q -r benchmarks/vllm-requirements.txt
+	$(BENCH_PY) -m pip install -q -e . torch==2.13.0
+	$(BENCH_PY) -c "import vllm.v1.core.kv_cache_manager, morphcache.runtime"
+	@touch $(BENCH_STAMP)
+
+bench-env: $(BENCH_STAMP)
+
+bench-vs-vllm: $(BENCH_STAMP)
+	$(BENCH_PY) benchmarks/bench_vs_vllm.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info

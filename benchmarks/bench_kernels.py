@@ -95,6 +95,7 @@ def make_layer(b: int, length: int, c: int, hkv: int, d: int, device: torch.devi
 def _kernel_modules() -> dict[str, Any]:
     names = [
         "store", "compress", "indexer_topk", "compressed_read", "sparse_read", "window_read", "page_copy",
+        "gdn_prefill", "gdn_decode", "gdn_restore",
     ]
     return {n: importlib.import_module(f"morphcache.kernels.{n}") for n in names}
 
@@ -340,7 +341,9 @@ def compile_check(args: argparse.Namespace) -> bool:
         "comp_k_ptr": f, "comp_v_ptr": f, "raw_k_ptr": f, "raw_v_ptr": f, "out_ptr": f, "err_ptr": i32,
         "max_pages": "i32", "scale": "fp32", "window": "i32", "topk_ptr": i32, "idx_k_ptr": f,
         "k_ptr": f, "v_ptr": f, "slot_ptr": i64, "N": "i32", "page_ids_ptr": i32, "bias_ptr": f,
-        "src_ptr": f, "dst_ptr": f,
+        "src_ptr": f, "dst_ptr": f, "g_ptr": f, "beta_ptr": f, "cu_ptr": i32, "start_ptr": i32,
+        "state_slot_ptr": i32, "reset_ptr": i32, "states_ptr": f, "ckpt_ptr": i32, "save_ptr": i32,
+        "rows_ptr": i32, "blocks_ptr": i32,
     }
     span = max(args.contexts) // c
     base = dict(C=c, HKV=hkv, G=g, D=d, BLOCK_G=next_pow2(g), BLOCK_D=next_pow2(d))
@@ -368,6 +371,13 @@ def compile_check(args: argparse.Namespace) -> bool:
          dict(PAGE=c * hkv * d, BLOCK=1024, GATHER=True)),
         ("scatter_pages", mods["page_copy"]._copy_pages_kernel,
          dict(PAGE=c * hkv * d, BLOCK=1024, GATHER=False)),
+        ("gdn_prefill", mods["gdn_prefill"]._gdn_prefill_kernel,
+         dict(C=c, H=hq, K=d, V=d, BLOCK_T=16, BLOCK_K=next_pow2(max(d, 16)), BLOCK_V=min(next_pow2(max(d, 16)), 64),
+              CHECKPOINTS=True)),
+        ("gdn_decode", mods["gdn_decode"]._gdn_decode_kernel,
+         dict(H=hq, K=d, V=d, BLOCK_K=next_pow2(d), BLOCK_V=min(next_pow2(d), 64), SAVE=True)),
+        ("gdn_restore", mods["gdn_restore"]._gdn_restore_kernel,
+         dict(HKV=hq * d * d, BLOCK=min(next_pow2(hq * d * d), 1024), GUARD=True)),
     ]
     bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     ptxas = next((p for p in (os.path.join(bindir, "ptxas-blackwell"), os.path.join(bindir, "ptxas"),

@@ -2,8 +2,11 @@
 
 Writers (no lease): ``store`` (raw KV of new tokens), ``compress`` (compressed entries and
 indexer keys of complete pages), ``gather_pages`` / ``scatter_pages`` (offload / prefetch data
-path).  Readers (require a live ``KernelLease`` and re-check page generations on the device):
-``indexer_topk``, ``compressed_read``, ``sparse_read``, ``window_read``.
+path), ``gdn_prefill`` / ``gdn_decode`` (the gated delta rule of linear layers, chunked prefill and
+recurrent step, on a sequence's own state slot, saving checkpoints at page boundaries).  Readers
+(require a live ``KernelLease`` and re-check generations on the device): ``indexer_topk``,
+``compressed_read``, ``sparse_read``, ``window_read``, ``gdn_restore`` (a recurrent-state checkpoint
+into a working slot).
 
 Every launcher validates its arguments first and raises a ``KernelContractError`` subclass on a
 violation; readers raise ``StaleReadError`` when the device-side generation guard fires.
@@ -25,6 +28,9 @@ from .errors import (
     ShapeError,
     StaleReadError,
 )
+from .gdn_decode import gdn_decode, reference_gdn_decode
+from .gdn_prefill import gdn_prefill, reference_gdn_prefill
+from .gdn_restore import gdn_restore, reference_gdn_restore
 from .indexer_topk import indexer_topk, reference_indexer_topk
 from .lease import KernelLease
 from .page_copy import gather_pages, reference_gather_pages, reference_scatter_pages, scatter_pages
@@ -49,10 +55,16 @@ __all__ = [
     "compress",
     "compressed_read",
     "gather_pages",
+    "gdn_decode",
+    "gdn_prefill",
+    "gdn_restore",
     "indexer_topk",
     "reference_compress",
     "reference_compressed_read",
     "reference_gather_pages",
+    "reference_gdn_decode",
+    "reference_gdn_prefill",
+    "reference_gdn_restore",
     "reference_indexer_topk",
     "reference_scatter_pages",
     "reference_sparse_read",

@@ -8,7 +8,8 @@ Order of work:
 3. diversion: the recovery-path partition, assuming the proved invariants;
 4. layouts: bit-vector alignment, bounds and overlap proofs.
 
-Z3 ``unknown`` or a timeout is always UNKNOWN, never PROVED.
+Z3 ``unknown`` or a timeout is always UNKNOWN, never PROVED; so is everything not settled when the
+overall deadline (``SolverLimits.deadline``, which also bounds term building) passes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from morphcache.spec.model import Property, Spec
 
 from .bmc import search_all, shortest_counterexamples
+from .deadline import DeadlineExpired
 from .induction import Induction, SolverLimits, Unknown, timed
 from .layouts import layout_obligations
 from .partition import Partition
@@ -100,13 +102,18 @@ class Checker:
         self.options = options or CheckOptions()
         self.progress = progress or (lambda _msg: None)
         self.ts = TransitionSystem(spec, self.options.constants)
+        self.ts.terms.deadline = self.options.limits.deadline
         self.induction = Induction(self.ts, self.options.limits)
 
     def run(self) -> Report:
         """Check everything and return the report."""
         start = time.perf_counter()
+        self.progress(f"{self.spec.name}: {self.spec.pages} pages, {len(self.ts.actions)} actions, "
+                      f"{len(self.ts.slots)} state slots, {len(self.spec.properties)} properties")
         results, proved = self.prove_properties()
+        self.progress("recovery partition")
         results += self.check_partition(proved)
+        self.progress("layouts")
         results += self.check_layouts()
         search = self.bounded_search() if self.options.search_depth else None
         return Report(self.spec.name, tuple(results), time.perf_counter() - start, search)
@@ -162,13 +169,16 @@ class Checker:
                       detail=f"not {self.options.max_k}-inductive; no counterexample within {depth} steps")
 
     def _unknown(self, prop: Property, method: str, seconds: float, exc: Unknown) -> Result:
-        return Result(prop.name, prop.kind, UNKNOWN, method, seconds, prop.rule, detail=f"z3: {exc.reason}")
+        return Result(prop.name, prop.kind, UNKNOWN, method, seconds, prop.rule, detail=_why(exc))
 
     # -- diversion and layouts -------------------------------------------------------------------
     def check_partition(self, proved: list[Property]) -> list[Result]:
         """The recovery-path partition (rule: diversion)."""
         out: list[Result] = []
-        obligations = Partition(self.ts, self.options.limits, proved).obligations()
+        try:
+            obligations = Partition(self.ts, self.options.limits, proved).obligations()
+        except Unknown as exc:  # building its terms ran past the deadline
+            return [Result("recovery partition", "partition", UNKNOWN, "smt", 0.0, "diversion", detail=_why(exc))]
         while True:
             start = time.perf_counter()
             try:
@@ -177,7 +187,7 @@ class Checker:
                 return out
             except Unknown as exc:
                 out.append(Result("recovery partition", "partition", UNKNOWN, "smt", 0.0, "diversion",
-                                  detail=f"z3: {exc.reason}"))
+                                  detail=_why(exc)))
                 return out
             seconds = time.perf_counter() - start
             if ob.holds:
@@ -198,7 +208,7 @@ class Checker:
                     out.append(Result(ob.name, "layout", status, "bit-vector", seconds, None, detail,
                                       witness=ob.witness))
             except Unknown as exc:
-                out.append(Result(layout.name, "layout", UNKNOWN, "bit-vector", 0.0, None, f"z3: {exc.reason}"))
+                out.append(Result(layout.name, "layout", UNKNOWN, "bit-vector", 0.0, None, _why(exc)))
         return out
 
     def bounded_search(self) -> SearchResult:
@@ -211,6 +221,11 @@ class Checker:
             return SearchResult(self.options.search_depth, UNKNOWN, time.perf_counter() - start)
         status = REFUTED if trace else PROVED
         return SearchResult(self.options.search_depth, status, time.perf_counter() - start, trace)
+
+
+def _why(exc: Unknown) -> str:
+    """Why an obligation is UNKNOWN: the deadline, or Z3's own reason."""
+    return exc.reason if isinstance(exc, DeadlineExpired) else f"z3: {exc.reason}"
 
 
 def _timed_iter(it: Any) -> Any:

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import z3
 
 from morphcache.spec.model import Property
 
 from .system import TransitionSystem
+
+if TYPE_CHECKING:
+    from .deadline import Deadline
 
 
 class Unknown(Exception):
@@ -35,15 +38,22 @@ class Unknown(Exception):
 
 @dataclass(frozen=True)
 class SolverLimits:
-    """Per-query limits: ``timeout_ms`` wall-clock, ``rlimit`` deterministic resource units (0 = none)."""
+    """Per-query limits: ``timeout_ms`` wall-clock, ``rlimit`` deterministic resource units (0 = none),
+    and an optional overall ``deadline`` that cuts every query's timeout to the time left."""
 
     timeout_ms: int = 60_000
     rlimit: int = 0
+    deadline: Deadline | None = field(default=None, compare=False)
 
     def solver(self) -> z3.Solver:
         """A fresh solver with these limits."""
-        s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
+        if self.deadline is not None:
+            from .deadline import BoundedSolver
+
+            s: z3.Solver = BoundedSolver(self.timeout_ms, self.deadline)
+        else:
+            s = z3.Solver()
+            s.set("timeout", self.timeout_ms)
         if self.rlimit:
             s.set("rlimit", self.rlimit)
         return s

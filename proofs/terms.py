@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3
 
+from morphcache.spec.errors import SpecError
 from morphcache.spec.expr import (
     READERS,
     Binary,
@@ -36,14 +37,19 @@ from morphcache.spec.expr import (
     Name,
     Reduce,
     Unary,
+    render,
 )
 from morphcache.spec.model import SCOPE_ARGS, Spec
+
+if TYPE_CHECKING:
+    from .deadline import Deadline
 
 State = Mapping[str, Any]
 
 
-class EncodingError(Exception):
-    """An expression cannot be encoded for this instance (e.g. a page index out of range)."""
+class EncodingError(SpecError):
+    """An expression cannot be encoded for this instance (e.g. a page index out of range): a spec
+    error at the expression's position."""
 
 
 def slot(name: str, page: int | None = None, reader: int | None = None) -> str:
@@ -84,6 +90,11 @@ class Terms:
         self.spec = spec
         self.constants = {**spec.constants, **(constants or {}), "pages": spec.pages, "readers": spec.readers}
         self.objects = spec.objects
+        self.deadline: Deadline | None = None  # consulted once per node built
+
+    def error(self, e: Expr, message: str) -> EncodingError:
+        """A located error about ``e`` (in the file it was written in)."""
+        return EncodingError(e.loc.file or self.spec.path, e.loc.line, e.loc.col, message)
 
     def object_of(self, e: Expr) -> str | None:
         """The object whose state ``e`` denotes, if any."""
@@ -96,12 +107,26 @@ class Terms:
     def state_code(self, obj: str, value: str) -> int:
         return self.objects[obj].states.index(value)
 
+    def out_of_range(self, e: Index, dim: str, value: int, what: str, size: int,
+                     env: Mapping[str, Any]) -> EncodingError:
+        """The error of a subscript that reaches a page (or reader) the instance does not have."""
+        last = f"outside {what} 0..{size - 1}"
+        shown = f"{e.name}[{value}]" if dim == "p" else f"{e.name}[r{value}]"
+        if len(e.args) > 1:
+            shown = f"{e.name}[.., {value}]" if dim == "p" else f"{e.name}[r{value}, ..]"
+        if all(isinstance(a, Const) for a in e.args):
+            return self.error(e, f"{shown} is {last}")
+        bound = ", ".join(f"{k}={v}" for k, v in env.items() if isinstance(v, int) and not isinstance(v, bool))
+        return self.error(e, f"{render(e)} is {shown}{' at ' + bound if bound else ''}, {last}")
+
     def term(self, e: Expr, s: State, env: Mapping[str, Any], obj: str | None = None) -> Any:  # noqa: C901
         """The Z3 term of ``e`` in state ``s`` with names ``env`` bound (``obj`` types a literal)."""
+        if self.deadline is not None:
+            self.deadline.tick()
         if isinstance(e, Const):
             if isinstance(e.value, str):
                 if obj is None:
-                    raise EncodingError(f"state literal '{e.value}' without an object to compare with")
+                    raise self.error(e, f"state literal '{e.value}' without an object to compare with")
                 return z3.IntVal(self.state_code(obj, e.value))
             return z3.BoolVal(e.value) if isinstance(e.value, bool) else z3.IntVal(e.value)
         if isinstance(e, Name):
@@ -147,7 +172,7 @@ class Terms:
             if e.kind == "any":
                 return z3.Or(bodies)
             return z3.Sum([z3.If(b, 1, 0) if z3.is_bool(b) else b for b in bodies]) if bodies else z3.IntVal(0)
-        raise EncodingError(f"not an expression node: {e!r}")
+        raise TypeError(f"not an expression node: {e!r}")
 
     def index(self, e: Index, s: State, env: Mapping[str, Any]) -> Any:
         """The slot ``e`` names, or an ``If`` chain over the slots when a subscript is symbolic."""
@@ -161,7 +186,7 @@ class Terms:
             if z3.is_int_value(sub):
                 value = sub.as_long()
                 if not 0 <= value < sizes[dim]:
-                    raise EncodingError(f"{e.name}: {dim}={value} is outside {what[dim]} 0..{sizes[dim] - 1}")
+                    raise self.out_of_range(e, dim, value, what[dim], sizes[dim], env)
                 concrete.append(value)
             else:
                 concrete.append(None)

@@ -29,12 +29,11 @@ from .lease import Lease, PartialSnapshot, ReadView
 from .manager import CacheManager
 from .metrics import MetricsSnapshot
 from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, RecoveryReport
-from .policy import POLICIES, EvictionPolicy, LRUPolicy, PageMeta, register_policy
+from .policy import EvictionPolicy, LRUPolicy, PageMeta, make_policy, policy_names, register_policy
 from .recorder import Step
 from .store import MemoryPageStore, PageStore, expected_payload
 
 __all__ = [
-    "POLICIES",
     "SHIPPED_SPEC",
     "Assignment",
     "BadInputError",
@@ -75,5 +74,7 @@ __all__ = [
     "UnknownPageError",
     "UnknownSequenceError",
     "expected_payload",
+    "make_policy",
+    "policy_names",
     "register_policy",
 ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
-from .policy import POLICIES, EvictionPolicy
+from .policy import EvictionPolicy, policy_names
 
 _POSITIVE = ("page_size", "gpu_pages", "max_pin", "top_k", "prefetch_workers", "max_sequence_tokens")
 _NON_NEGATIVE = ("window", "host_pages", "disk_pages", "page_bytes")
@@ -30,7 +30,8 @@ class RuntimeConfig:
     """Sizes, tiers and policy switches of one CacheManager.
 
     ``compress_block`` must divide ``page_size`` (default: one compressed entry per page).
-    ``disk_dir`` None disables the disk tier (an empty path is an error, not a disabled tier).
+    ``disk_dir`` None (and ``disk_pages`` 0) means no disk tier; a disk tier needs both (an empty
+    path is an error, not a disabled tier).
     ``page_bytes`` 0 means "ask the page store".
     ``max_sequence_tokens`` bounds one sequence's length (longer appends are refused as bad input).
     ``backend`` "table" (fast, the default) or "machine" (every trigger goes through the
@@ -39,7 +40,7 @@ class RuntimeConfig:
     fired step (projected) for the conformance checker; it does not switch the fast paths off.
     ``strict`` also evaluates the spec's step properties that read no ghost before each step.
     ``policy``: the eviction policy, an ``EvictionPolicy`` instance (owned by this manager) or a
-    registered name (``policy.POLICIES``; "lru", the default).
+    registered name (``policy.policy_names()``: "lru", the default, and the shipped policies).
     """
 
     page_size: int = 16
@@ -87,12 +88,16 @@ class RuntimeConfig:
             raise ConfigError(f"RuntimeConfig.backend must be 'table' or 'machine', got {self.backend!r}")
         if self.disk_pages and self.disk_dir is None:
             raise ConfigError("RuntimeConfig.disk_pages > 0 needs a disk_dir")
-        if self.disk_dir is not None and (not isinstance(self.disk_dir, (str, Path)) or not str(self.disk_dir)):
-            raise ConfigError(f"RuntimeConfig.disk_dir must be a non-empty path or None, got {self.disk_dir!r}")
-        if self.disk_dir is not None and not self.disk_pages:
-            raise ConfigError("RuntimeConfig.disk_dir needs disk_pages > 0 (None disables the disk tier)")
-        if not isinstance(self.policy, EvictionPolicy) and self.policy not in POLICIES:
-            raise ConfigError(f"RuntimeConfig.policy must be an EvictionPolicy or one of {sorted(POLICIES)}, "
+        if self.disk_dir is not None:
+            if not isinstance(self.disk_dir, (str, Path)) or not str(self.disk_dir).strip():
+                raise ConfigError(f"RuntimeConfig.disk_dir must be a non-empty path or None (no disk tier), "
+                                  f"got {self.disk_dir!r}")
+            if not self.disk_pages:
+                raise ConfigError("RuntimeConfig.disk_dir is set but disk_pages is 0: give disk_pages, or leave "
+                                  "disk_dir None for no disk tier")
+        if not isinstance(self.policy, EvictionPolicy) and (not isinstance(self.policy, str)
+                                                            or self.policy not in policy_names()):
+            raise ConfigError(f"RuntimeConfig.policy must be an EvictionPolicy or one of {list(policy_names())}, "
                               f"got {self.policy!r}")
         for key, value in self.constants.items():
             if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int):

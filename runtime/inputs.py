@@ -1,8 +1,10 @@
-"""Checking what an engine hands in: token ids, sequence ids, limits.  Bad input has one road out,
-``BadInputError`` with a message naming the argument, and changes nothing."""
+"""Checking what an engine hands in: token ids, sequence ids, limits, collections, timeouts, devices.
+Bad input has one road out, ``BadInputError`` with a message naming the argument, and changes
+nothing."""
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections.abc import Sequence
 from typing import Any
@@ -28,13 +30,24 @@ def check_tokens(tokens: object, what: str = "tokens") -> Sequence[int]:
         return token_array(tokens)  # type: ignore[arg-type]
     except (TypeError, OverflowError, ValueError):
         pass
-    seq: Sequence[Any] = tokens  # type: ignore[assignment]
+    try:
+        seq = list(tokens)  # type: ignore[call-overload]
+    except TypeError:  # a 0-d array or a numpy scalar: array-like, but not a sequence
+        raise BadInputError(f"{what} must be a sequence of ints, got {type(tokens).__name__} "
+                            f"{_shown(tokens)}") from None
     for i, t in enumerate(seq):
-        if not isinstance(t, int) and not hasattr(t, "__index__"):
-            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {t!r}") from None
-        if not 0 <= int(t) <= MAX_TOKEN:
-            raise BadInputError(f"{what}[{i}] must be in [0, 2**64), got {int(t)}") from None
+        try:
+            value = operator.index(t)
+        except TypeError:
+            raise BadInputError(f"{what}[{i}] must be an int, got {type(t).__name__} {_shown(t)}") from None
+        if not 0 <= value <= MAX_TOKEN:
+            raise BadInputError(f"{what}[{i}] must be in [0, 2**64), got {value}") from None
     raise BadInputError(f"{what} cannot be read as 64-bit token ids")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_seq_id(seq_id: object) -> str:
@@ -49,3 +62,31 @@ def check_limit(limit: object) -> int | None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise BadInputError(f"limit must be an int >= 0 or None, got {limit!r}")
     return limit  # type: ignore[return-value]
+
+
+def check_items(values: object, what: str) -> list[Any]:
+    """``values`` as a list; BadInputError unless it is an iterable other than a str or bytes."""
+    if isinstance(values, (str, bytes)):
+        raise BadInputError(f"{what} must be an iterable of items, not a single {type(values).__name__}")
+    try:
+        return list(values)  # type: ignore[call-overload]
+    except TypeError:
+        raise BadInputError(f"{what} must be an iterable, got {type(values).__name__}") from None
+
+
+def check_timeout(timeout: object) -> float | None:
+    """A timeout: a number of seconds >= 0, or None."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout >= 0):
+        raise BadInputError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    return timeout  # type: ignore[return-value]
+
+
+def check_device(device: object) -> Any:
+    """``device`` as a ``torch.device``."""
+    import torch
+
+    try:
+        return torch.device(device)  # type: ignore[call-overload]
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise BadInputError(f"device must name a torch device, got {device!r} ({exc})") from None

@@ -17,7 +17,7 @@ from morphcache.spec.model import Spec
 
 from .config import RuntimeConfig
 from .errors import BadInputError
-from .inputs import MAX_TOKEN, check_limit, check_seq_id, check_tokens
+from .inputs import MAX_TOKEN, check_device, check_items, check_limit, check_seq_id, check_timeout, check_tokens
 from .integrity import check_integrity
 from .lease import Lease, ReadView
 from .metrics import MetricsSnapshot
@@ -69,6 +69,8 @@ class CacheManager:
     def append_batch(self, items: Mapping[str, Seq[int]]) -> None:
         """``append`` for many sequences under one lock (a decode step).  Sequences are independent: a
         refusal for one does not stop the others; the first refusal is raised at the end."""
+        if not isinstance(items, Mapping):
+            raise BadInputError(f"items must map sequence ids to tokens, got {type(items).__name__}")
         checked: list[tuple[str, Seq[int]]] = []
         for sid, toks in items.items():
             if toks.__class__ is list and len(toks) == 1 and toks[0].__class__ is int and 0 <= toks[0] <= MAX_TOKEN:
@@ -157,14 +159,16 @@ class CacheManager:
             self.parts.leases.release(self.parts.leases.own(lease))
 
     def kernel_lease(self, leases: Iterable[Lease], device: Any = "cpu") -> Any:
-        """A ``KernelLease`` (block table, generations, lengths as int32 tensors on ``device``) for the read
-        kernels; its ``check_live`` re-validates every lease through ``read``."""
+        """A ``KernelLease`` (block table, generations, lengths as int32 tensors on ``device``, the
+        device of the engine's page pools) for the read kernels; its ``check_live`` re-validates every
+        lease through ``read``."""
         from .kernel_lease import RuntimeKernelLease
 
+        target = check_device(device)
         with self.lock:
-            owned = [self.parts.leases.own(lease) for lease in leases]
+            owned = [self.parts.leases.own(lease) for lease in check_items(leases, "leases")]
             rows = self.parts.leases.rows(owned, self.C)
-        return RuntimeKernelLease(self, owned, *rows, device=device)
+        return RuntimeKernelLease(self, owned, *rows, device=target)
 
     # -- morphology, window, tiers ------------------------------------------------------------------
     def compress(self, pid: int) -> None:
@@ -207,7 +211,7 @@ class CacheManager:
 
     def wait_prefetches(self, timeout: float | None = None) -> None:
         """Block until every copy in flight has landed or failed."""
-        self.parts.prefetcher.wait(timeout)
+        self.parts.prefetcher.wait(check_timeout(timeout))
 
     def drop(self, pid: int) -> None:
         """Forget a page's payload (spec ``drop``); recompute is its way back."""
@@ -248,13 +252,13 @@ class CacheManager:
     def capture(self, seq_ids: Iterable[str]) -> None:
         """Capture a batch for graph replay: its block tables are frozen until ``uncapture``."""
         with self.lock:
-            readers = [self.parts.readers.sequence(s) for s in seq_ids]
+            readers = [self.parts.readers.sequence(s) for s in check_items(seq_ids, "seq_ids")]
             self.parts.sequences.graph("capture", readers)
 
     def uncapture(self, seq_ids: Iterable[str]) -> None:
         """End the capture of a batch."""
         with self.lock:
-            readers = [self.parts.readers.sequence(s) for s in seq_ids]
+            readers = [self.parts.readers.sequence(s) for s in check_items(seq_ids, "seq_ids")]
             self.parts.sequences.graph("uncapture", readers)
 
     # -- observability ------------------------------------------------------------------------------
@@ -295,3 +299,4 @@ class CacheManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

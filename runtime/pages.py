@@ -48,7 +48,7 @@ class MetaColumns:
 
 def _column(name: str) -> Any:
     def get(self: LivePageMeta) -> int:
-        return int(getattr(self.cols, name)[self.page])
+        return getattr(self.cols, name).item(self.page)  # type: ignore[no-any-return]
 
     def put(self: LivePageMeta, value: int) -> None:
         getattr(self.cols, name)[self.page] = value

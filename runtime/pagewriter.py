@@ -159,7 +159,8 @@ class PageWriter:
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
         assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
         pid = self.store.alloc_page()
-        meta = self.pages.meta(pid, len(block), session=reader.session, task=reader.task, bytes=self.page_bytes)
+        meta = self.pages.meta(pid, len(block), session=reader.session, task=reader.task,
+                               writer=reader.name, bytes=self.page_bytes)
         rec = PageRecord(pid, parent, parent_hash, meta)
         self.pages.add(rec)
         self.undo(lambda: _none(self.pages.remove(pid)))

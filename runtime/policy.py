@@ -17,6 +17,13 @@ lose performance; it can never make an illegal read happen.
 
 Page metadata (``PageMeta``) is owned and updated by the runtime; policies read it and must not
 write it.  The clock is logical: it ticks once per lookup, write or read the runtime serves.
+``meta.tier`` is ``"gpu"``, ``"host"``, ``"disk"``, ``"dropped"`` or a state in between
+(``"offloading"``, ``"prefetching"``): a page in between belongs to no decision's tier.
+
+``make_policy`` turns ``RuntimeConfig(policy=...)`` into an instance: an ``EvictionPolicy`` is
+used as is, a name is looked up among the registered factories (``"lru"`` here; ``"flop"``,
+``"semantic"`` and ``"saecache"`` register themselves when ``morphcache.policies`` is imported,
+which ``make_policy`` does on the first unknown name).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
+
+from .errors import ConfigError
 
 DECISIONS = ("gpu", "host", "disk", "pool")
 
@@ -33,24 +42,27 @@ class PageMeta:
 
     ``types``: the token types the page contains (``"system"``, ``"user"``, ``"tool"``,
     ``"response"``, ``"reasoning"`` or any tag the engine used; empty when untyped);
-    ``session`` / ``task``: the ids of the request that wrote it; ``holders``: live sequences
-    whose block table holds it; ``recovery_tokens``: tokens a recompute of it would prefill;
-    ``bytes``: what it occupies on its tier; ``hash``: its chain hash once sealed (None while
-    filling), stable across evictions, so a policy can recognise a page that comes back.
+    ``session`` / ``task``: the ids of the request that wrote it; ``writer``: the id of the
+    sequence whose append wrote it (one request: a policy tells a session's turns apart by it);
+    ``holders``: live sequences whose block table holds it; ``recovery_tokens``: tokens a
+    recompute of it would prefill; ``bytes``: what it occupies on its tier; ``hash``: its chain
+    hash once sealed (None while filling), stable across evictions, so a policy can recognise a
+    page that comes back.
     """
 
-    __slots__ = ("page", "depth", "tokens", "types", "session", "task", "created", "last_use", "uses",
+    __slots__ = ("page", "depth", "tokens", "types", "session", "task", "writer", "created", "last_use", "uses",
                  "tier", "bytes", "recovery_tokens", "pooled", "holders", "hash")
 
     def __init__(self, page: int, depth: int, *, tokens: int = 0, types: frozenset[str] = frozenset(),
-                 session: str | None = None, task: str | None = None, created: int = 0, tier: str = "gpu",
-                 bytes: int = 0, recovery_tokens: int = 0) -> None:
+                 session: str | None = None, task: str | None = None, writer: str | None = None,
+                 created: int = 0, tier: str = "gpu", bytes: int = 0, recovery_tokens: int = 0) -> None:
         self.page = page
         self.depth = depth
         self.tokens = tokens
         self.types = types
         self.session = session
         self.task = task
+        self.writer = writer
         self.created = created
         self.last_use = created
         self.uses = 0
@@ -103,15 +115,24 @@ class EvictionPolicy:
         """Page ids to take out for ``decision`` (one of DECISIONS), best victim first, lazily."""
         raise NotImplementedError(f"{type(self).__name__} proposes no victims")
 
+    def stats(self) -> dict[str, float]:
+        """What the policy has learned or counted, for reports (empty for a policy with no state worth
+        showing)."""
+        return {}
+
 
 class LRUPolicy(EvictionPolicy):
     """Least recently used per tier; on the GPU, pages no live sequence holds go first.
 
-    ``propose`` yields from ordered dicts kept up to date by the notifications: O(1) per
-    notification (each page's queue is remembered), no scan per decision beyond the proposals the
-    runtime consumes.  A page whose holders or pool membership changed is re-placed when the next
-    decision needs the queues (a prefix attached and freed between two decisions costs nothing);
-    re-placing appends it, as an immediate move would.
+    Placing a page (inserted, moved, or its holders or pool membership changed) appends it to its
+    queue; an access moves it to the end of its queue and of the pool.  ``propose`` yields from
+    ordered dicts, no scan per decision beyond the proposals the runtime consumes.
+
+    Touches are buffered: a notification records the page at the end of ``pending`` (its logical
+    queue in ``where``), and the ordered dicts take the buffered pages, in the order of their last
+    touch, when a decision needs them.  The pages not touched since keep their order ahead of the
+    touched ones, exactly as if every touch had moved its page at once; a page touched many times
+    between two decisions (a prefix looked up, attached and freed) is moved once.
     """
 
     name = "lru"
@@ -121,18 +142,11 @@ class LRUPolicy(EvictionPolicy):
             "gpu_cold": OrderedDict(), "gpu_hot": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict(),
             "pool": OrderedDict(),
         }
-        self.where: dict[int, str] = {}  # page -> its tier queue
-        self.metas: dict[int, PageMeta] = {}
-        self.dirty: set[int] = set()  # pages whose holders or pool membership changed since the last decision
-
-    def _flush(self) -> None:
-        if self.dirty:
-            metas = self.metas
-            for page in self.dirty:
-                meta = metas.get(page)
-                if meta is not None:
-                    self._place(meta)
-            self.dirty.clear()
+        self.where: dict[int, str] = {}  # page -> its tier queue now
+        self.pooled: set[int] = set()  # pages in the pool now
+        self.placed: dict[int, str] = {}  # page -> the ordered dict it sits in
+        self.pending: dict[int, None] = {}  # pages touched since the last decision, last touch last
+        self.pool_pending: dict[int, None] = {}
 
     @staticmethod
     def _queue(meta: PageMeta) -> str | None:
@@ -141,66 +155,96 @@ class LRUPolicy(EvictionPolicy):
             return "gpu_hot" if meta.holders else "gpu_cold"
         return tier if tier in ("host", "disk") else None
 
-    def _place(self, meta: PageMeta) -> None:
+    @staticmethod
+    def _touch(pending: dict[int, None], pages: list[int]) -> None:
+        deque(map(pending.pop, pages, [None] * len(pages)), maxlen=0)
+        pending.update(dict.fromkeys(pages))
+
+    def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
         page = meta.page
-        queue = self._queue(meta)
-        old = self.where.get(page)
-        if old != queue:
-            if old is not None:
-                del self.order[old][page]
-            if queue is None:
-                del self.where[page]
-            else:
-                self.order[queue][page] = None
-                self.where[page] = queue
-        pool = self.order["pool"]
-        if meta.pooled:
-            pool.setdefault(page, None)
+        if not known:
+            queue = self._queue(meta)
+        if queue is None:
+            self.where.pop(page, None)
         else:
-            pool.pop(page, None)
+            self.where[page] = queue
+        pending = self.pending
+        pending.pop(page, None)
+        pending[page] = None
+        if meta.pooled:
+            if page not in self.pooled:
+                self.pooled.add(page)
+                self.pool_pending[page] = None
+        elif page in self.pooled:
+            self.pooled.discard(page)
+            self.pool_pending.pop(page, None)
+            self.order["pool"].pop(page, None)
+
+    def _flush(self) -> None:
+        if self.pending:
+            order, where, placed = self.order, self.where, self.placed
+            for page in self.pending:
+                queue, old = where.get(page), placed.get(page)
+                if old == queue:
+                    if queue is not None:
+                        order[queue].move_to_end(page)
+                    continue
+                if old is not None:
+                    del order[old][page]
+                if queue is None:
+                    del placed[page]
+                else:
+                    order[queue][page] = None
+                    placed[page] = queue
+            self.pending.clear()
+        if self.pool_pending:
+            pool = self.order["pool"]
+            for page in self.pool_pending:
+                pool.pop(page, None)
+                pool[page] = None
+            self.pool_pending.clear()
 
     def on_insert(self, meta: PageMeta) -> None:
-        self.metas[meta.page] = meta
         self._place(meta)
 
     def on_access(self, meta: PageMeta, now: int) -> None:
-        queue = self.where.get(meta.page)
-        if queue is not None:
-            self.order[queue].move_to_end(meta.page)
-        if meta.pooled and meta.page in self.order["pool"]:
-            self.order["pool"].move_to_end(meta.page)
+        page = meta.page
+        if page in self.where:
+            self.pending.pop(page, None)
+            self.pending[page] = None
+        if page in self.pooled:
+            self.pool_pending.pop(page, None)
+            self.pool_pending[page] = None
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
-        where = self.where
-        by_queue: dict[str, list[int]] = {}
-        for meta in metas:
-            queue = where.get(meta.page)
-            if queue is not None:
-                by_queue.setdefault(queue, []).append(meta.page)
-        for queue, pages in by_queue.items():
-            deque(map(self.order[queue].move_to_end, pages), maxlen=0)
-        pool = self.order["pool"]
-        deque(map(pool.move_to_end, [m.page for m in metas if m.pooled and m.page in pool]), maxlen=0)
+        where, pooled = self.where, self.pooled
+        self._touch(self.pending, [m.page for m in metas if m.page in where])
+        if pooled:
+            self._touch(self.pool_pending, [m.page for m in metas if m.page in pooled])
 
     def on_update(self, meta: PageMeta) -> None:
-        self.metas[meta.page] = meta
-        self.dirty.add(meta.page)
+        self.on_update_many((meta,))
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
-        self.dirty.update(m.page for m in metas)
+        where, pooled, place, queue_of = self.where, self.pooled, self._place, self._queue
+        for meta in metas:
+            queue = queue_of(meta)
+            if where.get(meta.page) != queue or meta.pooled != (meta.page in pooled):
+                place(meta, queue, True)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
-        self.metas[meta.page] = meta
-        self.dirty.discard(meta.page)
         self._place(meta)
 
     def on_remove(self, meta: PageMeta) -> None:
-        queue = self.where.pop(meta.page, None)
-        if queue is not None:
-            del self.order[queue][meta.page]
-        self.order["pool"].pop(meta.page, None)
-        self.metas.pop(meta.page, None)
-        self.dirty.discard(meta.page)
+        page = meta.page
+        self.where.pop(page, None)
+        self.pending.pop(page, None)
+        old = self.placed.pop(page, None)
+        if old is not None:
+            del self.order[old][page]
+        self.pooled.discard(page)
+        self.pool_pending.pop(page, None)
+        self.order["pool"].pop(page, None)
 
     def propose(self, decision: str) -> Iterator[int]:
         self._flush()
@@ -208,6 +252,39 @@ class LRUPolicy(EvictionPolicy):
         seen: set[int] = set()
         for name in names:
             yield from _fresh(self.order[name], seen)
+
+
+_FACTORIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}
+
+
+def register_policy(name: str, factory: Callable[[], EvictionPolicy]) -> None:
+    """Make ``make_policy(name)`` build a fresh policy with ``factory``."""
+    _FACTORIES[name] = factory
+
+
+def policy_names() -> tuple[str, ...]:
+    """The registered policy names (the shipped ones included)."""
+    _load_shipped()
+    return tuple(sorted(_FACTORIES))
+
+
+def make_policy(policy: EvictionPolicy | str) -> EvictionPolicy:
+    """``policy`` itself, or a fresh instance of the policy registered under that name; ConfigError
+    for an unknown name or anything else."""
+    if isinstance(policy, EvictionPolicy):
+        return policy
+    if not isinstance(policy, str):
+        raise ConfigError(f"policy must be an EvictionPolicy or a name, got {type(policy).__name__}")
+    if policy not in _FACTORIES:
+        _load_shipped()
+    factory = _FACTORIES.get(policy)
+    if factory is None:
+        raise ConfigError(f"unknown policy {policy!r}; known: {', '.join(sorted(_FACTORIES))}")
+    return factory()
+
+
+def _load_shipped() -> None:
+    import morphcache.policies  # noqa: F401  (registers flop, semantic, saecache)
 
 
 def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 64) -> Iterator[int]:
@@ -222,24 +299,3 @@ def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 64) -> It
                 seen.add(pid)
                 yield pid
 
-
-POLICIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}
-"""Policies ``RuntimeConfig(policy=NAME)`` can name; add one with ``register_policy``."""
-
-
-def register_policy(name: str, factory: Callable[[], EvictionPolicy]) -> None:
-    """Make ``RuntimeConfig(policy=name)`` build its policy with ``factory()``."""
-    POLICIES[name] = factory
-
-
-def make_policy(policy: str | EvictionPolicy) -> EvictionPolicy:
-    """The policy instance a configuration names (a registered name, or an instance used as is)."""
-    if isinstance(policy, EvictionPolicy):
-        return policy
-    from .errors import ConfigError
-
-    factory = POLICIES.get(policy) if isinstance(policy, str) else None
-    if factory is None:
-        raise ConfigError(f"RuntimeConfig.policy must be an EvictionPolicy or one of {sorted(POLICIES)}, "
-                          f"got {policy!r}")
-    return factory()

@@ -99,15 +99,16 @@ class PolicySeam:
         tier = decision if decision in ("host", "disk") else ("gpu" if decision == "gpu" else None)
         for pid in self.policy.propose(decision):
             rec = self.pages.find(pid)
-            if rec is None or (tier is not None and rec.meta.tier != tier) or (
-                    decision == "pool" and not rec.meta.pooled):
-                reason = f"not in {decision}"
+            if rec is None:
+                reason = "unknown page"
+            elif (tier is not None and rec.meta.tier != tier) or (decision == "pool" and not rec.meta.pooled):
+                reason = "not in pool" if decision == "pool" else "not in tier"
             elif pid in protect:
-                reason = "protected by the operation that needs the room"
+                reason = "protected"  # the operation that needs the room uses it
             elif self.busy(pid):
                 reason = "in flight"
             elif not any(self.pipe.allowed(ev, None, pid) for ev in events):
-                reason = f"the spec refuses {' and '.join(events)}"
+                reason = f"spec refuses {' and '.join(events)}"
             else:
                 return pid
             self.refusals += 1

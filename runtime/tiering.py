@@ -95,7 +95,7 @@ class TierMover:
             self._offload(pid, to, protect)
 
     def _offload(self, pid: int, to: str, protect: frozenset[int] | set[int]) -> None:
-        if to not in ("host", "disk"):
+        if not isinstance(to, str) or to not in ("host", "disk"):
             raise BadInputError(f"offload target must be 'host' or 'disk', got {to!r}")
         disk = self.storage.disk
         if to == "disk" and disk is None:

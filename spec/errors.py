@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
+from morphcache.errors import LocatedError
 
-class SpecError(Exception):
-    """A problem in a spec file, located at ``path:line:col``."""
 
-    def __init__(self, path: str, line: int, col: int, message: str) -> None:
-        super().__init__(f"{path}:{line}:{col}: {message}")
-        self.path = path
-        self.line = line
-        self.col = col
-        self.message = message
+class SpecError(LocatedError):
+    """A problem in a spec file (or a file of its ``extends:`` chain), located at ``path:line:col``."""

@@ -16,10 +16,12 @@ Value = int | bool | str
 
 @dataclass(frozen=True)
 class Loc:
-    """Where a node came from: 1-based line and column in the spec file."""
+    """Where a node came from: 1-based line and column in the spec file ``file`` (empty: the spec's own
+    path; a spec with ``extends:`` has nodes from several files)."""
 
     line: int = 0
     col: int = 0
+    file: str = ""
 
 
 _NOLOC = Loc()

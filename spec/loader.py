@@ -3,7 +3,8 @@
 Sections (see ``spec/README.md``): ``spec``, ``description``, ``instance`` (pages, readers,
 constants), ``system``, ``reader``, ``page`` and ``reader_page`` variables, ``objects``,
 ``predicates``, ``lemmas``, ``properties``, ``lookup`` and ``layouts``.  Every problem raises one
-located :class:`SpecError`.
+located :class:`SpecError`, in the file of the ``extends:`` chain where the offending value is
+written.  Sizes are bounded by :class:`~morphcache.limits.Limits`, checked before the work they bound.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any
+
+from morphcache.limits import DEFAULT, Limits
 
 from .errors import SpecError
 from .expr import Const, Expr, IfExp, Index, Loc, Name, Reduce, children, walk
@@ -39,50 +42,78 @@ from .typecheck import Scope, check
 from .yamlpos import YList, YMap, load_yaml, merge
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1}
+LAYOUT_BITS = 64  # layouts are proved with bit-vectors of this width
+_KIND_NAMES = {"YMap": "a mapping", "YList": "a list", "int": "an integer", "str": "a string",
+               "bool": "true or false"}
 _TOP = ("spec", "description", "refutes", "instance", "system", "reader", "page", "reader_page", "objects",
         "predicates", "lemmas", "properties", "lookup", "layouts")
 _RESERVED = ("p", "q", "r", "s", "pos", "pages", "readers")
 
 
-def load_spec(path: str | Path, pages: int | None = None) -> Spec:
+def load_spec(path: str | Path, pages: int | None = None, limits: Limits | None = None) -> Spec:
     """Load, parse and type-check the spec at ``path``; ``pages`` overrides the checked instance size."""
-    doc = load_document(Path(path))
+    limits = limits or DEFAULT
+    doc = load_document(Path(path), limits=limits)
     if pages is not None:
         instance = doc.get("instance")
         if isinstance(instance, YMap):
             instance["pages"] = pages
-    return _Loader(str(path), doc).spec()
+            instance.marks.setdefault("pages", (instance.line, instance.col))
+    return _Loader(str(path), doc, limits).spec()
 
 
-def load_document(path: Path, seen: tuple[Path, ...] = ()) -> YMap:
-    """Read one spec document, resolving ``extends: OTHER.yaml`` (relative to this file) by merging."""
+def read_text(path: Path, limits: Limits = DEFAULT) -> str:
+    """The UTF-8 text of the spec file at ``path``, at most ``spec_bytes`` long."""
     p = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(limits.spec_bytes + 1)
     except OSError as exc:
         raise SpecError(p, 1, 1, f"cannot read spec: {exc.strerror or exc}") from None
-    doc = load_yaml(text, p)
+    if len(data) > limits.spec_bytes:
+        raise SpecError(p, 1, 1, limits.exceeded("spec_bytes", f"the file is over {limits.spec_bytes} bytes"))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError(p, line, col, f"not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
+def load_document(path: Path, seen: tuple[Path, ...] = (), limits: Limits = DEFAULT) -> YMap:
+    """Read one spec document, resolving ``extends: OTHER.yaml`` (relative to this file) by merging."""
+    p = str(path)
+    doc = load_yaml(read_text(path, limits), p, limits)
     if "extends" not in doc:
         return doc
     line, col = doc.marks["extends"]
     parent = doc["extends"]
-    if not isinstance(parent, str):
+    if not isinstance(parent, str) or not parent:
         raise SpecError(p, line, col, "extends: expected the path of a spec file")
-    target = (path.parent / parent).resolve()
-    if target in seen or target == path.resolve():
+    shown = path.parent / parent  # as the user would write it; resolved only to find cycles
+    try:
+        target = shown.resolve()
+        here = path.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise SpecError(p, line, col, f"extends: cannot resolve '{parent}': {exc}") from None
+    if target in seen or target == here:
         raise SpecError(p, line, col, f"extends: '{parent}' makes a cycle")
-    if not target.exists():
+    if not target.is_file():
         raise SpecError(p, line, col, f"extends: no spec file at '{parent}'")
+    if len(seen) + 1 >= limits.extends_depth:
+        raise SpecError(p, line, col, limits.exceeded(
+            "extends_depth", f"extends: the chain is longer than {limits.extends_depth} files"))
     patch = YMap({k: v for k, v in doc.items() if k != "extends"})
     patch.file, patch.line, patch.col = doc.file, doc.line, doc.col
     patch.marks = {k: v for k, v in doc.marks.items() if k != "extends"}
-    return merge(load_document(target, (*seen, path.resolve())), patch)
+    return merge(load_document(shown, (*seen, here), limits), patch)
 
 
 class _Loader:
-    def __init__(self, path: str, doc: YMap) -> None:
+    def __init__(self, path: str, doc: YMap, limits: Limits = DEFAULT) -> None:
         self.path = path
         self.doc = doc
+        self.limits = limits
         self.constants: dict[str, int] = {}
         self.vars: dict[str, VarDecl] = {}
         self.states: dict[str, tuple[str, ...]] = {}
@@ -96,40 +127,48 @@ class _Loader:
     def err(self, where: YMap | YList, key: str | int | None, message: str) -> SpecError:
         if key is None:
             return SpecError(where.file or self.path, where.line, where.col, message)
-        mark = where.marks[key] if isinstance(where, YMap) else where.marks[int(key)]  # type: ignore[index]
-        return SpecError(where.file or self.path, mark[0], mark[1], message)
+        file, line, col = where.where(str(key)) if isinstance(where, YMap) else where.where(int(key))
+        return SpecError(file or self.path, line, col, message)
 
     def need(self, m: YMap, key: str, kind: type | tuple[type, ...], what: str) -> Any:
         if key not in m:
             raise self.err(m, None, f"{what}: missing '{key}'")
         value = m[key]
-        if not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            shown = {"YMap": "mapping", "YList": "list"}.get(names, names)
-            raise self.err(m, key, f"{what}: '{key}' must be a {shown}")
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in kinds):
+            shown = " or ".join(_KIND_NAMES.get(k.__name__, k.__name__) for k in kinds)
+            raise self.err(m, key, f"{what}: '{key}' must be {shown}")
         return value
 
     def mapping(self, m: YMap, key: str, what: str, required: bool = True) -> YMap:
         if key not in m and not required:
             empty = YMap()
-            empty.line, empty.col, empty.marks = m.line, m.col, {}
+            empty.file, empty.line, empty.col = m.file, m.line, m.col
             return empty
         return self.need(m, key, YMap, what)  # type: ignore[no-any-return]
 
     def expr(self, m: YMap | YList, key: str | int, scope: Scope, want: str | None = "bool") -> Expr:
-        mark = m.marks[key] if isinstance(m, YMap) else m.marks[int(key)]  # type: ignore[index]
+        if isinstance(m, YMap) and key not in m:
+            raise self.err(m, None, f"missing '{key}'")
+        file, line, col = m.where(key) if isinstance(m, YMap) else m.where(int(key))  # type: ignore[arg-type]
+        file = file or self.path
         value = m[key]  # type: ignore[index]
-        file = m.file or self.path
-        if isinstance(value, (YMap, YList)) or value is None:
-            raise SpecError(file, mark[0], mark[1], "expected an expression")
-        e = parse_expr(value, Source(file, mark[0], mark[1]), self.predicates)
+        if isinstance(value, (YMap, YList, float)) or value is None:
+            raise SpecError(file, line, col, "expected an expression")
+        e = parse_expr(value, Source(file, line, col), self.predicates, self.limits)
         check(e, Scope(file, scope.scalars, scope.arrays, scope.states, scope.dims), want)
         return e
 
-    def const_int(self, m: YMap, key: str, what: str) -> int:
+    def const_int(self, m: YMap | YList, key: str | int, what: str) -> int:
+        """The value of a constant expression (constants and ``pages`` only), within ``int_abs``."""
         value = self.expr(m, key, self.const_scope(), "int")
-        result = evaluate(value, self.const_names())
+        try:
+            result = evaluate(value, self.const_names())
+        except ZeroDivisionError:
+            raise self.err(m, key, f"{what}: division by zero") from None
         assert isinstance(result, int)
+        if abs(result) > self.limits.int_abs:
+            raise self.err(m, key, self.limits.exceeded("int_abs", f"{what}: the value {result} is too large"))
         return result
 
     def const_names(self) -> dict[str, int]:
@@ -174,10 +213,14 @@ class _Loader:
         self.pages = self.need(inst, "pages", int, "instance")
         if self.pages < 1:
             raise self.err(inst, "pages", "instance: pages must be at least 1")
+        if self.pages > self.limits.pages:
+            raise self.err(inst, "pages", self.limits.exceeded("pages", f"instance: {self.pages} pages"))
         if "readers" in inst:
             readers = inst["readers"]
             if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
                 raise self.err(inst, "readers", "instance: readers must be an int, at least 1")
+            if readers > self.limits.readers:
+                raise self.err(inst, "readers", self.limits.exceeded("readers", f"instance: {readers} readers"))
             self.readers = readers
         consts = self.mapping(inst, "constants", "instance", required=False)
         for key in consts:
@@ -206,9 +249,19 @@ class _Loader:
             properties=props,
             lookup=self.lookup(),
             layouts=self.layouts(),
-            refutes=tuple(str(x) for x in d.get("refutes", ()) or ()),
+            refutes=self.refutes(),
             readers=self.readers,
         )
+
+    def refutes(self) -> tuple[str, ...]:
+        """The property names a known-bad design is meant to refute."""
+        if "refutes" not in self.doc:
+            return ()
+        names = self.need(self.doc, "refutes", YList, "spec")
+        for i, name in enumerate(names):
+            if not isinstance(name, str):
+                raise self.err(names, i, "refutes: expected property names")
+        return tuple(names)
 
     def var(self, decls: YMap, key: str, scope: str, owner: str | None) -> None:
         self.name_ok(decls, key, "variable")
@@ -271,7 +324,9 @@ class _Loader:
             m = preds[key]
             if isinstance(m, YMap):
                 self.unknown_keys(m, ("params", "expr", "description"), f"predicate '{key}'")
-                params = tuple(m.get("params", ()))
+                params = tuple(self.need(m, "params", YList, f"predicate '{key}'")) if "params" in m else ()
+                if not all(isinstance(prm, str) and prm.isidentifier() for prm in params):
+                    raise self.err(m, "params", f"predicate '{key}': params must be a list of names")
                 body_map, body_key = m, "expr"
                 if "expr" not in m:
                     raise self.err(m, None, f"predicate '{key}': missing 'expr'")
@@ -361,7 +416,7 @@ class _Loader:
         for node in walk(e):
             if isinstance(node, (Name, Index)) and node.name in self.vars and self.vars[node.name].ghost \
                     and node.name not in allowed:
-                raise SpecError(self.path, node.loc.line, node.loc.col,
+                raise SpecError(node.loc.file or self.path, node.loc.line, node.loc.col,
                                 f"{what} reads ghost '{node.name}': the design may only read its own state "
                                 "(ghosts are for properties, environment events and declared observations)")
 
@@ -403,6 +458,10 @@ class _Loader:
         raw = self.mapping(self.doc, "lemmas", "lemmas", required=False)
         out = []
         for key in raw:
+            if isinstance(raw[key], YMap):
+                self.unknown_keys(raw[key], ("expr", "description"), f"lemma '{key}'")
+                if "expr" not in raw[key]:
+                    raise self.err(raw[key], None, f"lemma '{key}': missing 'expr'")
             m, k, desc = (raw[key], "expr", raw[key].get("description", "")) if isinstance(raw[key], YMap) \
                 else (raw, key, "")
             e = self.expr(m, k, self.base_scope())
@@ -484,7 +543,7 @@ class _Loader:
             if dtype not in DTYPE_BYTES:
                 raise self.err(m, "dtype", f"{what}: unknown dtype '{dtype}' ({', '.join(DTYPE_BYTES)})")
             shape_raw = self.need(m, "shape", YList, what)
-            shape = tuple(self._const_item(shape_raw, i) for i in range(len(shape_raw)))
+            shape = tuple(self.const_int(shape_raw, i, what) for i in range(len(shape_raw)))
             if any(s <= 0 for s in shape):
                 raise self.err(m, "shape", f"{what}: every dimension must be positive, got {list(shape)}")
             entry_bytes = math.prod(shape) * DTYPE_BYTES[dtype]
@@ -495,15 +554,14 @@ class _Loader:
             if align <= 0 or align & (align - 1):
                 raise self.err(m, "align", f"{what}: align must be a positive power of two, got {align}")
             pool = self.const_int(m, "pool_bytes", what) if "pool_bytes" in m else base + entries * stride
+            for field, value in (("entries", entries), ("stride_bytes", stride), ("base", base),
+                                 ("pool_bytes", pool), ("align", align)):
+                if not 0 <= value < 2**LAYOUT_BITS:
+                    raise self.err(m, field if field in m else "entries",
+                                   f"{what}: {field} is {value}, outside the {LAYOUT_BITS}-bit address range")
             out.append(Layout(key, dtype, shape, entries, entry_bytes, stride, base, align, pool,
                               Loc(raw.marks[key][0], raw.marks[key][1])))
         return tuple(out)
-
-    def _const_item(self, seq: YList, i: int) -> int:
-        e = self.expr(seq, i, self.const_scope(), "int")
-        result = evaluate(e, {**self.constants, "pages": self.pages})
-        assert isinstance(result, int)
-        return result
 
 
 _EFFECT_FORMS: dict[str, tuple[str | None, ...]] = {

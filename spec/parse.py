@@ -5,6 +5,10 @@ Allowed: int/bool literals, quoted state names, names, ``name[index]`` and ``nam
 ``+ - * // %``, unary minus, ``a if c else b``, ``implies(a, b)``, ``all/any/sum(body for q in
 pages)`` and ``(... for s in readers)``, and calls of the spec's named predicates, which are
 inlined.  Anything else is a :class:`SpecError` at its column.
+
+Size is bounded before anything recurses over the tree: the text's length (``expr_chars``), then the
+syntax tree's nesting (``expr_depth``) and node count (``expr_nodes``), counted again with the
+predicates inlined (a predicate calling another twice doubles; the count stops at the limit).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from morphcache.limits import DEFAULT, Limits
 
 from .errors import SpecError
 from .expr import (
@@ -30,6 +36,7 @@ from .expr import (
     Name,
     Reduce,
     Unary,
+    children,
     substitute,
 )
 
@@ -55,26 +62,90 @@ class Source:
     col: int
 
 
-def parse_expr(text: str, src: Source, predicates: Mapping[str, Predicate] | None = None) -> Expr:
+def parse_expr(text: str, src: Source, predicates: Mapping[str, Predicate] | None = None,
+               limits: Limits = DEFAULT) -> Expr:
     """Parse ``text`` into the IR; raise :class:`SpecError` located in the spec file."""
     if not isinstance(text, (str, int, bool)):
         raise SpecError(src.path, src.line, src.col, f"expected an expression, got {type(text).__name__}")
     text = str(text)
+    if len(text) > limits.expr_chars:
+        raise SpecError(src.path, src.line, src.col,
+                        limits.exceeded("expr_chars", f"the expression is {len(text)} characters long"))
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         col = (exc.offset or 1) - 1
         raise SpecError(src.path, src.line, src.col + col, f"cannot parse expression: {exc.msg}") from None
-    return _Builder(src, predicates or {}).build(tree.body)
+    except (RecursionError, MemoryError):  # Python's parser gives up on very deep nesting
+        raise SpecError(src.path, src.line, src.col, "the expression nests too deeply for Python's parser "
+                        f"(the limit expr_depth={limits.expr_depth} is far below)") from None
+    builder = _Builder(src, predicates or {}, limits)
+    builder.measure(tree.body)
+    e = builder.build(tree.body)
+    if _size_within(e, limits.expr_nodes) > limits.expr_nodes:  # arguments repeated by inlining count too
+        raise SpecError(src.path, src.line, src.col, limits.exceeded(
+            "expr_nodes", f"the expression has more than {limits.expr_nodes} nodes with its predicates inlined"))
+    depth = _depth(e)
+    if depth > limits.expr_depth:
+        raise SpecError(src.path, src.line, src.col, limits.exceeded(
+            "expr_depth", f"the expression nests {depth} levels deep with its predicates inlined"))
+    return e
+
+
+def _depth(e: Expr) -> int:
+    """Nesting depth of ``e`` (a leaf is 1), without recursion."""
+    deepest, stack = 0, [(e, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in children(node))
+    return deepest
+
+
+def _size_within(e: Expr, budget: int) -> int:
+    """Nodes of ``e``, counting stopped once past ``budget`` (the result is then ``budget + 1``)."""
+    count, stack = 0, [e]
+    while stack and count <= budget:
+        node = stack.pop()
+        count += 1
+        stack.extend(children(node))
+    return count
 
 
 class _Builder:
-    def __init__(self, src: Source, predicates: Mapping[str, Predicate]) -> None:
+    def __init__(self, src: Source, predicates: Mapping[str, Predicate], limits: Limits) -> None:
         self.src = src
         self.predicates = predicates
+        self.limits = limits
+        self.nodes = 0  # IR nodes built so far, inlined predicates included
+        self.depths: dict[int, int] = {}  # id(ast node) -> its depth, from measure()
+
+    def measure(self, root: ast.expr) -> None:
+        """Refuse a syntax tree deeper than ``expr_depth`` or larger than ``expr_nodes`` (no recursion)."""
+        count, stack = 0, [(root, 1)]
+        while stack:
+            node, depth = stack.pop()
+            count += 1
+            self.depths[id(node)] = depth
+            if depth > self.limits.expr_depth:
+                raise self.fail(node, self.limits.exceeded(
+                    "expr_depth", f"the expression nests more than {self.limits.expr_depth} levels deep"))
+            if count > self.limits.expr_nodes:
+                raise self.fail(root, self.limits.exceeded(
+                    "expr_nodes", f"the expression has more than {self.limits.expr_nodes} nodes"))
+            stack.extend((c, depth + 1) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+
+    def grow(self, node: ast.AST, nodes: int) -> None:
+        """Count ``nodes`` more IR nodes; refuse once past ``expr_nodes``."""
+        self.nodes += nodes
+        if self.nodes > self.limits.expr_nodes:
+            raise self.fail(node, self.limits.exceeded(
+                "expr_nodes", f"the expression has more than {self.limits.expr_nodes} nodes with its "
+                              "predicates inlined"))
 
     def loc(self, node: ast.AST) -> Loc:
-        return Loc(self.src.line + getattr(node, "lineno", 1) - 1, self.src.col + getattr(node, "col_offset", 0))
+        return Loc(self.src.line + getattr(node, "lineno", 1) - 1, self.src.col + getattr(node, "col_offset", 0),
+                   self.src.path)
 
     def fail(self, node: ast.AST, message: str) -> SpecError:
         loc = self.loc(node)
@@ -82,7 +153,11 @@ class _Builder:
 
     def build(self, node: ast.expr) -> Expr:  # noqa: C901 - one case per syntax form
         loc = self.loc(node)
+        self.grow(node, 1)
         if isinstance(node, ast.Constant):
+            if isinstance(node.value, int) and not isinstance(node.value, bool) and abs(node.value) > \
+                    self.limits.int_abs:
+                raise self.fail(node, self.limits.exceeded("int_abs", f"integer {node.value} is too large"))
             if isinstance(node.value, (bool, int, str)):
                 return Const(node.value, loc)
             raise self.fail(node, f"literal {node.value!r} is not allowed (ints, booleans, quoted states)")
@@ -156,6 +231,11 @@ class _Builder:
         if len(node.args) != len(pred.params):
             raise self.fail(node, f"predicate '{fname}' takes {len(pred.params)} argument(s)")
         binding = {name: self.build(arg) for name, arg in zip(pred.params, node.args, strict=True)}
+        self.grow(node, _size_within(pred.body, self.limits.expr_nodes))
+        depth = self.depths.get(id(node), 1) + _depth(pred.body)  # checked before inlining recurses
+        if depth > self.limits.expr_depth:
+            raise self.fail(node, self.limits.exceeded(
+                "expr_depth", f"the expression nests {depth} levels deep with '{fname}' inlined"))
         return substitute(pred.body, binding)
 
     def reduce(self, kind: str, node: ast.Call) -> Expr:

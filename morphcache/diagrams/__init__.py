@@ -10,7 +10,10 @@ API:
   (``event: str | None``, ``args: dict[str, int]``, ``state: dict[str, object]``, the full state
   after the step, keyed ``tail[0]``, ``frontier``, ``graph``).  Writes ``<spec>-cex-<property>.dot``
   and its SVG.
-* ``diagram_main(spec_path, out_dir) -> int``: load, write, print the paths (2 on a spec error).
+* ``write_spec_diagrams(spec_path, out_dir, limits=None) -> list[Path]``: load and write (raises
+  :class:`~morphcache.errors.InputError` on bad input);
+* ``diagram_main(spec_path, out_dir) -> int``: the same through the command line, printing the
+  paths (2 and one line on stderr on bad input).
 
 SVGs are rendered with the Graphviz ``dot`` binary; without it only DOT is written (with a note on
 stderr).
@@ -22,7 +25,7 @@ from .counterexample import counterexample_dot, write_counterexample
 from .generate import diagram_sources, write_all
 from .labels import event_label, guard_text
 from .lifecycle import lifecycle_dot
-from .main import diagram_main
+from .main import diagram_main, write_spec_diagrams
 from .overview import overview_dot
 from .trace import TraceStep
 
@@ -37,4 +40,5 @@ __all__ = [
     "overview_dot",
     "write_all",
     "write_counterexample",
+    "write_spec_diagrams",
 ]

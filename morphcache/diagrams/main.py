@@ -3,32 +3,35 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from morphcache.spec.errors import SpecError
+from morphcache.errors import UsageError
+from morphcache.limits import Limits
 from morphcache.spec.loader import load_spec
 
 from .generate import write_all
 
 
-def diagram_main(spec_path: str, out_dir: str) -> int:
-    """Load ``spec_path``, write all its diagrams into ``out_dir`` and print their paths.
+def write_spec_diagrams(spec_path: str, out_dir: str, limits: Limits | None = None) -> list[Path]:
+    """Load ``spec_path`` and write all its diagrams into ``out_dir``; return the written paths.
 
-    Returns 0 on success, 2 when the spec does not load (its one-line error goes to stderr) and 1
-    when the output directory cannot be written.
+    A spec that does not load raises its :class:`~morphcache.spec.errors.SpecError`; an output
+    directory that cannot be written raises a :class:`~morphcache.errors.UsageError` about ``--out``.
     """
+    spec = load_spec(spec_path, limits=limits)
     try:
-        spec = load_spec(spec_path)
-    except SpecError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    try:
-        paths = write_all(spec, out_dir)
+        return write_all(spec, out_dir)
     except OSError as exc:
-        print(f"morphcache: cannot write diagrams to {out_dir}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    for path in paths:
-        print(path)
-    return 0
+        raise UsageError("morphcache diagram", "--out", f"cannot write diagrams to {out_dir}: "
+                         f"{exc.strerror or exc}") from None
+
+
+def diagram_main(spec_path: str, out_dir: str) -> int:
+    """``morphcache diagram SPEC --out DIR --no-counterexamples``: write the diagrams, print their
+    paths and return 0; on bad input return 2 after the command line printed its one-line error."""
+    from morphcache.cli import main
+
+    return main(["diagram", spec_path, "--out", out_dir, "--no-counterexamples"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,12 +8,20 @@ forward (the runtime still slides windows and admits pages on its own).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from morphcache.model import ModelConfig
+from morphcache.model import MODEL_CONFIGS, ModelConfig, model_config
 from morphcache.runtime import RuntimeConfig
 
 OPS = ("triton", "reference")
+WEIGHTS = ("seeded", "trained")
+FULL_WINDOW_CONTEXT = 4096  # default longest sequence of a model whose window exceeds it (see runtime_window)
+
+
+def model_name(config: ModelConfig) -> str | None:
+    """The name of a shipped configuration equal to ``config`` ("hybrid", "gdn-hybrid"), else None."""
+    return next((name for name, known in MODEL_CONFIGS.items() if known == config), None)
 
 
 @dataclass(frozen=True)
@@ -26,10 +34,19 @@ class EngineConfig:
     no validation, no recovery, generation guard off (to show the drift it causes).
     ``release_windows``: free the window layers' raw KV of pages that slid out of the window.
     ``pool_capacity``: pages the reuse pool may hold (default: all tiers together).
+    ``model``: the model's configuration (``named("gdn-hybrid")`` for the GDN hybrid); ``weights``:
+    "seeded" (``HybridModel(model, seed)``) or "trained" (the shipped trained weights of a named
+    configuration).  ``state_slots``: working recurrent-state slots (live sequences at once) of the
+    linear layers.  ``max_context``: the longest sequence (prompt + decoded tokens) served; default
+    unbounded, except for a model whose window exceeds ``FULL_WINDOW_CONTEXT`` (see
+    ``runtime_window``).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
     seed: int = 0
+    weights: str = "seeded"
+    state_slots: int = 4
+    max_context: int | None = None
     gpu_pages: int = 64
     host_pages: int = 64
     disk_pages: int = 0
@@ -46,6 +63,20 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.ops must be one of {', '.join(OPS)}, got {self.ops!r}")
         if self.gpu_pages < 2:
             raise ValueError(f"EngineConfig.gpu_pages must be >= 2, got {self.gpu_pages}")
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"EngineConfig.weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
+        if self.weights == "trained" and model_name(self.model) is None:
+            raise ValueError("EngineConfig.weights='trained' needs a shipped model configuration "
+                             f"({', '.join(sorted(MODEL_CONFIGS))})")
+        if self.state_slots < 1:
+            raise ValueError(f"EngineConfig.state_slots must be >= 1, got {self.state_slots}")
+        if self.max_context is not None and self.max_context < 1:
+            raise ValueError(f"EngineConfig.max_context must be >= 1, got {self.max_context}")
+
+    @classmethod
+    def named(cls, model: str, **fields: object) -> EngineConfig:
+        """A config for the shipped model configuration ``model`` ("hybrid" or "gdn-hybrid")."""
+        return cls(model=model_config(model), **fields)  # type: ignore[arg-type]
 
     @property
     def capacity(self) -> int:
@@ -55,12 +86,38 @@ class EngineConfig:
             return self.pool_capacity
         return self.gpu_pages + self.host_pages + self.disk_pages
 
+    @property
+    def context_limit(self) -> int | None:
+        """The longest sequence served: ``max_context``, else ``FULL_WINDOW_CONTEXT`` for a model whose
+        window exceeds it (the GDN hybrid's full-attention layers), else none."""
+        if self.max_context is not None:
+            return self.max_context
+        return FULL_WINDOW_CONTEXT if self.model.window > FULL_WINDOW_CONTEXT else None
+
+    @property
+    def runtime_window(self) -> int:
+        """The window W the runtime tracks: the model's, cut to the context limit.
+
+        A window layer whose window exceeds every sequence served (W = 2^20: full attention) and one
+        whose window equals the longest sequence served see the same positions, so the cut changes no
+        read; the runtime refuses longer sequences (``max_sequence_tokens``), so no page it slides out
+        is ever read.  The cut keeps the runtime's setup cost, which grows with W, small.
+        ::
+
+            model W = 2^20, limit 4096:   runtime W = 4096, sequences <= 4096 tokens:
+                                          pos - W < 0 <= (p + 1) * C for every page: nothing slides
+        """
+        limit = self.context_limit
+        return self.model.window if limit is None else min(self.model.window, limit)
+
     def runtime_config(self) -> RuntimeConfig:
-        """The CacheManager's configuration (C, W and top-k from the model)."""
+        """The CacheManager's configuration (C, top-k from the model, W from ``runtime_window``, the
+        context limit as the runtime's ``max_sequence_tokens``)."""
         m = self.model
-        return RuntimeConfig(
+        limit = self.context_limit
+        config = RuntimeConfig(
             page_size=m.page_size,
-            window=m.window,
+            window=self.runtime_window,
             top_k=m.top_k,
             gpu_pages=self.gpu_pages,
             host_pages=self.host_pages,
@@ -72,3 +129,4 @@ class EngineConfig:
             auto_admit=True,
             auto_slide=True,
         )
+        return config if limit is None else dataclasses.replace(config, max_sequence_tokens=limit)

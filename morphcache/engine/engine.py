@@ -3,15 +3,18 @@
 ::
 
     Engine
-     ├── model      HybridModel (seeded weights; its position-wise blocks run in torch)
-     ├── pools      PagePools: raw / compressed / indexer pools of every layer + gen_table
-     ├── store      TensorPageStore: the runtime's data plane over the pools (kernels' page copies)
-     ├── manager    CacheManager(spec, RuntimeConfig, store): sequences, lookup, leases, tiers
-     ├── ops        the kernel launchers the forward calls (guarded, reference, or unguarded)
-     └── hash_only  the unsafe mode's hash -> slot table
+     ├── model        HybridModel (seeded or trained weights; its position-wise blocks run in torch)
+     ├── pools        PagePools: raw / compressed / indexer pools of every attention layer + gen_table
+     ├── states       StatePools: every linear layer's working states and checkpoint area
+     ├── store        TensorPageStore: the runtime's data plane over the pools (kernels' page copies)
+     ├── manager      CacheManager(spec, RuntimeConfig, store): sequences, lookup, leases, tiers
+     ├── ops          the kernel launchers the forward calls (guarded, reference, or unguarded)
+     ├── checkpoints  where the nearest earlier recurrent-state checkpoint is found (rebuild.py)
+     └── hash_only    the unsafe mode's hash -> slot table
 
-``serve(tokens)`` opens a Session (lookup, recovery, lease), prefills the rest of the prompt, decodes
-``decode`` greedy tokens, closes the session and returns the logits of every computed position.
+``serve(tokens)`` opens a Session (lookup, recovery, lease, linear-layer state at the hit boundary),
+prefills the rest of the prompt, decodes ``decode`` greedy tokens, closes the session and returns
+the logits of every computed position.
 """
 
 from __future__ import annotations
@@ -22,15 +25,18 @@ from typing import Any
 
 import torch
 
-from morphcache.engine.config import EngineConfig
+from morphcache.engine.approximate import Divergence, divergence
+from morphcache.engine.config import EngineConfig, model_name
 from morphcache.engine.hashonly import HashOnlyIndex
 from morphcache.engine.ops import AttentionOps, layout_alignment, make_ops
 from morphcache.engine.pools import PagePools
+from morphcache.engine.rebuild import CheckpointSource, NoCheckpoints
 from morphcache.engine.report import ServeResult
-from morphcache.engine.session import Session
+from morphcache.engine.session import EngineCapacityError, Session
+from morphcache.engine.states import StatePools
 from morphcache.engine.store import TensorPageStore
 from morphcache.kernels import StaleReadError
-from morphcache.model import HybridModel, golden_logits
+from morphcache.model import HybridModel, golden_logits, load_trained
 from morphcache.runtime import CacheManager, StaleLeaseError
 
 RETRIES = 1
@@ -46,11 +52,13 @@ class Engine:
     def __init__(self, config: EngineConfig | None = None, model: HybridModel | None = None,
                  spec: Any = None) -> None:
         self.config = config = config or EngineConfig()
-        self.model = model if model is not None else HybridModel(config.model, seed=config.seed)
+        self.model = model if model is not None else _model(config)
         if self.model.config != config.model:
             raise ValueError("the model's config differs from EngineConfig.model")
         self.page_size = config.model.page_size
         self.pools = PagePools(config.model, config.gpu_pages, config.device)
+        self.states = StatePools(config.model, config.state_slots, config.gpu_pages, config.device)
+        self.checkpoints: CheckpointSource = NoCheckpoints()
         self.store = TensorPageStore(self.pools, self.model)
         self.manager = CacheManager(spec, config.runtime_config(), store=self.store)
         # one lock for both planes: the prefetch worker takes the manager's lock, then writes the pools;
@@ -67,19 +75,29 @@ class Engine:
         rid = request_id if request_id is not None else f"req{n}"
         return Session(self, f"{rid}#{n}", rid)
 
-    def serve(self, tokens: Sequence[int], *, decode: int = 0, request_id: str | None = None) -> ServeResult:
+    def serve(self, tokens: Sequence[int], *, decode: int = 0, request_id: str | None = None,
+              tail_replay: float | None = None) -> ServeResult:
         """Serve one request: reuse the cache for ``tokens``, prefill the rest, decode ``decode``
         greedy tokens.  Returns the logits of positions ``start .. len(prompt) + decode - 1``.
+
+        ``tail_replay`` (a fraction of the hit in [0, 1]): the request accepts an approximate
+        linear-layer state, rebuilt by replaying only the last ``round(tail_replay x hit)`` tokens
+        of the hit (rebuild.py); its report then says ``exact=False`` and the pages it wrote are
+        withdrawn from the cache.  Without it every path is exact.
 
         State: the runtime's sequences, pages, tiers and metrics; the pools.  The request's sequence
         is freed before returning (its complete pages stay cached).  A read refused as stale (a page
         generation moved under the lease) abandons the session and serves the request again from a
         new lookup, once.
         """
+        limit = self.config.context_limit
+        if limit is not None and len(tokens) + decode > limit:
+            raise EngineCapacityError(f"request {request_id!r}: {len(tokens)} prompt + {decode} decoded tokens "
+                                      f"exceed the context limit of {limit} tokens (EngineConfig.max_context)")
         for attempt in range(1 + RETRIES):
             session = self.session(request_id)
             try:
-                logits = session.open(list(tokens))
+                logits = session.open(list(tokens), tail_replay=tail_replay)
                 if decode:
                     _, more = session.decode(decode, logits)
                     logits = torch.cat([logits, more])
@@ -94,10 +112,15 @@ class Engine:
 
     def golden_diff(self, result: ServeResult) -> float:
         """Largest |cached - golden| logit over the positions the request computed."""
+        return self.divergence(result).max_abs_diff
+
+    def divergence(self, result: ServeResult) -> Divergence:
+        """The request's logits against the golden forward (full recomputation) over the positions it
+        computed: largest difference and top-1 agreement."""
         if result.logits.shape[0] == 0:
-            return 0.0
+            return divergence(result.logits, result.logits)
         gold = golden_logits(self.model, list(result.tokens))[result.start:]
-        return float((result.logits.to(gold.device) - gold).abs().max())
+        return divergence(result.logits, gold)
 
     def check_integrity(self) -> None:
         """The runtime's invariants on its live state (IntegrityError on a disagreement)."""
@@ -112,3 +135,12 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _model(config: EngineConfig) -> HybridModel:
+    """The model an EngineConfig names: the shipped trained weights, or seeded weights."""
+    if config.weights == "trained":
+        name = model_name(config.model)
+        assert name is not None  # EngineConfig checked it
+        return load_trained(name, device=torch.device(config.device))
+    return HybridModel(config.model, seed=config.seed).to(config.device)

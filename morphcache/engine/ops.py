@@ -4,12 +4,16 @@
 
     AttentionOps            writers (no lease)          readers (lease + generation guard)
     ------------            ------------------          ----------------------------------
-    TritonOps               store, compress kernels     Triton read kernels, guard on the device
+    TritonOps               store, compress,            Triton read kernels, guard on the device
+                            gdn_prefill, gdn_decode
     ReferenceOps            plain-torch references      plain-torch references, guard in torch
-    UnguardedOps (unsafe)   store, compress kernels     Triton read kernels with the guard compiled
+    UnguardedOps (unsafe)   as TritonOps                Triton read kernels with the guard compiled
                                                         out and no lease check (reads whatever is
                                                         in the pools)
     ReferenceOps(guard=False) (unsafe)                  the references, no lease check, no guard
+
+``gdn_prefill`` / ``gdn_decode`` (linear layers) write a sequence's own working state slot, so they
+are writers: no lease, as the kernels' contracts say.
 
 Every reader takes the same arguments as the ``morphcache.kernels`` launchers, so the forward does
 not know which implementation runs.  ``ReferenceOps`` exists for long prefixes on CPU, where the
@@ -44,6 +48,17 @@ class AttentionOps(Protocol):
     def compress(self, page_ids: Tensor, raw_k: Tensor, raw_v: Tensor, pool_bias: Tensor,
                  comp_k: Tensor, comp_v: Tensor, idx_k: Tensor) -> None:
         """Build the compressed entries and indexer keys of complete pages."""
+
+    def gdn_prefill(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, cu_seqlens: Tensor,
+                    start_pos: Tensor, state_slot: Tensor, reset: Tensor, states: Tensor, page_size: int,
+                    checkpoint_slots: Tensor | None) -> Tensor:
+        """Chunked gated delta rule of ragged sequences on their state slots; out [T, H, D]."""
+        ...
+
+    def gdn_decode(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state_slot: Tensor,
+                   states: Tensor, save_slot: Tensor | None) -> Tensor:
+        """One gated-delta-rule step per sequence on its state slot; out [N, H, D]."""
+        ...
 
     def compressed_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease,
                         comp_k: Tensor, comp_v: Tensor, raw_k: Tensor, raw_v: Tensor,
@@ -88,6 +103,16 @@ class TritonOps:
     def compress(self, page_ids: Tensor, raw_k: Tensor, raw_v: Tensor, pool_bias: Tensor,
                  comp_k: Tensor, comp_v: Tensor, idx_k: Tensor) -> None:
         K.compress(page_ids, raw_k, raw_v, pool_bias, comp_k, comp_v, idx_k, alignment=self.alignment)
+
+    def gdn_prefill(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, cu_seqlens: Tensor,
+                    start_pos: Tensor, state_slot: Tensor, reset: Tensor, states: Tensor, page_size: int,
+                    checkpoint_slots: Tensor | None) -> Tensor:
+        return K.gdn_prefill(q, k, v, g, beta, cu_seqlens, start_pos, state_slot, reset, states,
+                             page_size=page_size, checkpoint_slots=checkpoint_slots, alignment=self.alignment)
+
+    def gdn_decode(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state_slot: Tensor,
+                   states: Tensor, save_slot: Tensor | None) -> Tensor:
+        return K.gdn_decode(q, k, v, g, beta, state_slot, states, save_slot=save_slot, alignment=self.alignment)
 
     def compressed_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease,
                         comp_k: Tensor, comp_v: Tensor, raw_k: Tensor, raw_v: Tensor,
@@ -142,6 +167,16 @@ class ReferenceOps:
     def compress(self, page_ids: Tensor, raw_k: Tensor, raw_v: Tensor, pool_bias: Tensor,
                  comp_k: Tensor, comp_v: Tensor, idx_k: Tensor) -> None:
         K.reference_compress(page_ids, raw_k, raw_v, pool_bias, comp_k, comp_v, idx_k)
+
+    def gdn_prefill(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, cu_seqlens: Tensor,
+                    start_pos: Tensor, state_slot: Tensor, reset: Tensor, states: Tensor, page_size: int,
+                    checkpoint_slots: Tensor | None) -> Tensor:
+        return K.reference_gdn_prefill(q, k, v, g, beta, cu_seqlens, start_pos, state_slot, reset, states,
+                                       page_size, checkpoint_slots)
+
+    def gdn_decode(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state_slot: Tensor,
+                   states: Tensor, save_slot: Tensor | None) -> Tensor:
+        return K.reference_gdn_decode(q, k, v, g, beta, state_slot, states, save_slot)
 
     def compressed_read(self, q: Tensor, q_seq: Tensor, q_pos: Tensor, lease: K.KernelLease,
                         comp_k: Tensor, comp_v: Tensor, raw_k: Tensor, raw_v: Tensor,

@@ -4,10 +4,12 @@ requests with the golden forward, check the runtime's integrity after each reque
 ::
 
     for request i (arrival order):
-        result = engine.serve(prompt, decode)          lookup, recovery, lease, cached prefill, decode
-                                                       (a request the GPU pool cannot hold is refused
-                                                       and counted, the replay goes on)
-        i % sample_every == 0 ?  |cached - golden|     golden_logits over prompt + decoded tokens
+        result = engine.serve(prompt, decode,          lookup, recovery, lease, state rebuild, cached
+                              tail_replay)             prefill, decode (a request the GPU pool cannot
+                                                       hold is refused and counted, the replay goes on)
+        i % sample_every == 0 ?  |cached - golden|     golden_logits over prompt + decoded tokens:
+                                 top-1 agreement       max difference and top-1 agreement
+            (an approximate request is always measured, whatever the sampling)
         check_integrity()                              every spec invariant on the live state
         progress(i, report)
 """
@@ -40,11 +42,14 @@ class ReplayResult:
 
 
 def replay(engine: Engine, requests: Sequence[Request], *, decode: int = 0, sample_every: int = 1,
-           check_integrity: bool = True, progress: Progress | None = None) -> ReplayResult:
+           check_integrity: bool = True, progress: Progress | None = None,
+           tail_replay: float | None = None) -> ReplayResult:
     """Serve ``requests`` in arrival order (see the module docstring).
 
-    ``sample_every``: compare every n-th request with the golden forward (0: none).  State: the
-    engine's runtime and pools, as serving leaves them.
+    ``sample_every``: compare every n-th request with the golden forward (0: none); requests served on
+    an approximate state are compared whatever it says.  ``tail_replay``: every request opts in to
+    Tail-Replay with this budget (``Engine.serve``).  State: the engine's runtime and pools, as
+    serving leaves them.
     """
     order = sorted(requests, key=lambda r: (r.arrival_ms, r.request_id))
     reports: list[RequestReport] = []
@@ -53,7 +58,7 @@ def replay(engine: Engine, requests: Sequence[Request], *, decode: int = 0, samp
     t0 = time.perf_counter()
     for i, req in enumerate(order):
         try:
-            result = engine.serve(req.tokens, decode=decode, request_id=req.request_id)
+            result = engine.serve(req.tokens, decode=decode, request_id=req.request_id, tail_replay=tail_replay)
         except (EngineCapacityError, CapacityError) as exc:
             refused.append(f"{req.request_id}: {exc}")
             if check_integrity:
@@ -61,8 +66,9 @@ def replay(engine: Engine, requests: Sequence[Request], *, decode: int = 0, samp
                 checks += 1
             continue
         report = result.report
-        if sample_every and i % sample_every == 0:
-            report = dataclasses.replace(report, max_abs_diff=engine.golden_diff(result))
+        if not report.exact or (sample_every and i % sample_every == 0):
+            d = engine.divergence(result)
+            report = dataclasses.replace(report, max_abs_diff=d.max_abs_diff, top1_agreement=d.top1_agreement)
         if check_integrity:
             engine.check_integrity()
             checks += 1

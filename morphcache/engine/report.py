@@ -22,7 +22,15 @@ class RequestReport:
     effective tokens charged to each object that blocked the nominal position; ``recoveries``:
     (page, object) assignments executed, by path; ``rebuilt_pages``: cached pages on the recompute
     path rebuilt from this request's prefill; ``max_abs_diff``: largest |cached - golden| logit
-    difference, when the request was checked.
+    difference and ``top1_agreement`` the share of positions whose argmax agrees with golden, when the
+    request was checked.
+
+    Linear layers (engine/rebuild.py): ``state_path`` ("none", "recompute", "tail-replay",
+    "trusted"); ``exact`` False for a request served on an approximate state (it is never counted
+    as exact); ``linear_tokens``: tokens run through the linear layers to rebuild the state at the
+    hit boundary (``linear_token_layers``: the same in token-layers); ``replay_budget``: the
+    request's tail-replay budget if it opted in; ``withdrawn_pages``: pages an approximate request
+    wrote and took out of the cache.
     """
 
     request_id: str
@@ -40,6 +48,13 @@ class RequestReport:
     rebuilt_pages: int = 0
     wall_s: float = 0.0
     max_abs_diff: float | None = None
+    top1_agreement: float | None = None
+    state_path: str = "none"
+    exact: bool = True
+    linear_tokens: int = 0
+    linear_token_layers: int = 0
+    replay_budget: float | None = None
+    withdrawn_pages: int = 0
 
     @property
     def recomputed(self) -> int:

@@ -9,13 +9,19 @@
                           copy-on-write of the    (whatever those slots hold now)
                           partial page
       acquire(seq) pins the whole pages           acquire(seq)
+      claim a working state slot; rebuild the     claim a working state slot; trust what it holds
+      linear layers' state at `reused`            (rebuild.py: "trusted")
+      (rebuild.py: recompute, or tail-replay
+      if the request opted in)
     extend(tokens)                              (same, with the guard compiled out)
       append(seq, tokens)   runtime opens/seals pages, slides windows
-      forward_chunk         store, compress, read (kernels, under a SequenceLease)
+      forward_chunk         store, compress, read (kernels, under a SequenceLease); linear layers
+                            advance the working state (gdn_prefill / gdn_decode)
       compress(sealed pages) then acquire(seq) again: every whole page is pinned before the next append
     close
-      write back recomputed pages (repair.py), release the window layers' KV of pages that slid out,
-      release the lease, free(seq)
+      write back recomputed pages (repair.py; exact requests only), release the window layers' KV of
+      pages that slid out, release the lease, withdraw an approximate request's pages
+      (approximate.py), free(seq), give the state slot back
 """
 
 from __future__ import annotations
@@ -27,8 +33,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from morphcache.engine.approximate import withdraw
 from morphcache.engine.forward import forward_chunk
 from morphcache.engine.lease import FixedLease, SequenceLease
+from morphcache.engine.mixers import RecurrentSlot
+from morphcache.engine.rebuild import StatePlan, choose_path, plan_state, run_plan
 from morphcache.engine.recovery import HitOutcome, resolve_hit
 from morphcache.engine.repair import write_back
 from morphcache.engine.report import RequestReport
@@ -67,20 +76,37 @@ class Session:
         self.pages: tuple[int, ...] = ()
         self.rebuilt = 0
         self.failed: str | None = None
+        self.recurrent: RecurrentSlot | None = None
+        self.state_plan: StatePlan | None = None
+        self.state_token_layers = 0
+        self.withdrawn = 0
 
     # -- open -------------------------------------------------------------------------------------
-    def open(self, prompt: Sequence[int]) -> Tensor:
-        """Reuse what the cache can give for ``prompt``, prefill the rest; logits of positions
-        ``start .. len(prompt) - 1``."""
+    def open(self, prompt: Sequence[int], tail_replay: float | None = None) -> Tensor:
+        """Reuse what the cache can give for ``prompt``, rebuild the linear layers' state at the hit
+        boundary, prefill the rest; logits of positions ``start .. len(prompt) - 1``.
+
+        ``tail_replay``: the request opts in to an approximate state (replay only the last
+        ``round(tail_replay x hit)`` tokens, rebuild.py); it is then reported as approximate.
+        """
         if not prompt:
             raise ValueError("a request needs at least one prompt token")
+        engine = self.engine
+        path = choose_path(unsafe=engine.config.unsafe, tail_replay=tail_replay, checkpoints=engine.checkpoints)
         self.prompt_tokens = len(prompt)
-        if self.engine.config.unsafe:
+        if engine.config.unsafe:
             self._open_unsafe(prompt)
         else:
             self._open_guarded(prompt)
         self.start = self.manager.frontier(self.seq_id)
         self.tokens = list(prompt[: self.start])
+        self.recurrent = RecurrentSlot(engine.states, engine.states.claim(self.seq_id))
+        self.state_plan = plan = plan_state(path, self, self.start, len(engine.model.config.linear_layers))
+        try:
+            self.state_token_layers = run_plan(self, plan, self.recurrent, self._kernel_lease())
+        except BaseException as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            raise
         return self.extend(prompt[self.start:])
 
     def _open_guarded(self, prompt: Sequence[int]) -> None:
@@ -129,7 +155,8 @@ class Session:
             self._abandon(str(exc))
         try:
             lease = self._kernel_lease()
-            logits = forward_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, start, tokens)
+            logits = forward_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, start, tokens,
+                                   self.recurrent)
         except BaseException as exc:
             self.failed = f"{type(exc).__name__}: {exc}"
             raise
@@ -180,7 +207,7 @@ class Session:
     # -- close ------------------------------------------------------------------------------------
     def report(self) -> RequestReport:
         """The request's counters so far."""
-        o = self.outcome
+        o, plan = self.outcome, self.state_plan
         assert o is not None
         return RequestReport(
             request_id=self.request_id,
@@ -197,12 +224,24 @@ class Session:
             corrupt_pages=o.corrupt_pages,
             rebuilt_pages=self.rebuilt,
             wall_s=time.perf_counter() - self.t0,
+            state_path=plan.path if plan is not None else "none",
+            exact=plan.exact if plan is not None else True,
+            linear_tokens=plan.replayed if plan is not None else 0,
+            linear_token_layers=self.state_token_layers,
+            replay_budget=plan.budget if plan is not None else None,
+            withdrawn_pages=self.withdrawn,
         )
 
+    @property
+    def exact(self) -> bool:
+        """False once the request runs on an approximate linear-layer state (rebuild.py)."""
+        return self.state_plan is None or self.state_plan.exact
+
     def close(self) -> None:
-        """Write recomputed pages back into the cached pages the plan named (repair.py), release the
-        window KV of pages that slid out, remember the pages (unsafe mode), release the lease and free
-        the sequence (its sealed, complete pages join the reuse pool)."""
+        """Write recomputed pages back into the cached pages the plan named (repair.py; exact requests
+        only), release the window KV of pages that slid out, remember the pages (unsafe mode), release
+        the lease, withdraw the pages an approximate request wrote (approximate.py), free the sequence
+        (its sealed, complete pages join the reuse pool) and give its state slot back."""
         if self.closed:
             return
         self.closed = True
@@ -210,7 +249,7 @@ class Session:
         try:
             pages = self.pages = m.sequence_pages(self.seq_id)
             plan = self.outcome.recompute_plan if self.outcome is not None else None
-            if plan is not None and not engine.config.unsafe and self.failed is None:
+            if plan is not None and not engine.config.unsafe and self.failed is None and self.exact:
                 self.rebuilt = write_back(m, engine.store, plan, pages, self.tokens)
             states = [m.page_state(pid) for pid in pages]
             if engine.config.release_windows:
@@ -223,7 +262,13 @@ class Session:
             if self.lease is not None:
                 m.release(self.lease)
                 self.lease = None
-            m.free(self.seq_id)
+            try:
+                if not self.exact:
+                    self.withdrawn = withdraw(m, m.sequence_pages(self.seq_id), self.start // engine.page_size)
+            finally:
+                m.free(self.seq_id)
+                if self.recurrent is not None:
+                    engine.states.give_back(self.recurrent.slot)
 
     def _abandon(self, why: str) -> None:
         """Drop the sequence's pages that left the GPU before their KV was written, free it, raise."""

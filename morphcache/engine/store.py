@@ -8,7 +8,7 @@ left with, and the runtime's checksum compares real KV::
     prefetch  runtime: store.write(slot, bytes) -> scatter_pages per kind      (worker thread)
               runtime: checksum(store.read(slot)) == checksum recorded at offload ?  land : corrupt
     attach    runtime: read_prefix(src, n) / write_prefix(dst, n, bytes)       (copy-on-write of the
-              first n tokens' raw k/v of a partly matched page, all layers; ``store`` kernel)
+              first n tokens' raw k/v of a partly matched page, all attention layers; ``store`` kernel)
 
 The raw KV of new tokens is *not* written by ``write_tokens``: it depends on the whole prefix, so
 the engine's cached forward computes it and stores it with the ``store`` kernel right after the
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from morphcache import kernels as K
-from morphcache.engine.pools import KINDS, PagePools
+from morphcache.engine.pools import PagePools
 from morphcache.model import HybridModel
 
 
@@ -71,7 +71,7 @@ class TensorPageStore:
         """The page's payload: every kind's rows of ``slot``, gathered with ``gather_pages``."""
         with self.lock:
             parts = []
-            for kind in KINDS:
+            for kind in self.pools.kinds:
                 pool = self.pools.flat(kind)
                 staged = K.gather_pages(pool, self.pools.rows(kind, [slot]))
                 parts.append(staged.cpu().numpy().tobytes())
@@ -86,7 +86,7 @@ class TensorPageStore:
             body = bytes(data[: self.page_bytes]) + bytes(max(0, self.page_bytes - len(data)))
             values = torch.from_numpy(np.frombuffer(body, dtype=np.float32).copy())
             offset = 0
-            for kind in KINDS:
+            for kind in self.pools.kinds:
                 n = self.pools.page_elements(kind)
                 pool = self.pools.flat(kind)
                 staging = values[offset: offset + n].reshape(-1, *pool.shape[1:]).to(self.pools.device)
@@ -100,12 +100,12 @@ class TensorPageStore:
         engine never proposes this path, it prefills from the last readable position instead.  Should
         the runtime call it anyway, the slot is zeroed so that nothing stale survives."""
         with self.lock:
-            for kind in KINDS:
+            for kind in self.pools.kinds:
                 self.pools.flat(kind)[self.pools.rows(kind, [slot])] = 0.0
             self._dirty(slot)
 
     def read_prefix(self, slot: int, count: int) -> bytes:
-        """Raw k then raw v of the first ``count`` tokens of ``slot``, all layers: the
+        """Raw k then raw v of the first ``count`` tokens of ``slot``, all attention layers: the
         copy-on-write source of a partly matched page."""
         with self.lock:
             parts = []
@@ -121,7 +121,7 @@ class TensorPageStore:
             return
         with self.lock:
             c = self.pools.config
-            shape = (c.n_layers * count, c.n_kv_heads, c.head_dim)
+            shape = (len(self.pools.attention) * count, c.n_kv_heads, c.head_dim)
             values = torch.from_numpy(np.frombuffer(bytes(data), dtype=np.float32).copy()).to(self.pools.device)
             half = values.numel() // 2
             k, v = values[:half].reshape(shape), values[half:].reshape(shape)
@@ -181,8 +181,9 @@ class TensorPageStore:
         if not src:
             return
         with self.lock:
-            staged = {kind: K.gather_pages(self.pools.flat(kind), self.pools.rows(kind, src)) for kind in KINDS}
-            for kind in KINDS:
+            kinds = self.pools.kinds
+            staged = {kind: K.gather_pages(self.pools.flat(kind), self.pools.rows(kind, src)) for kind in kinds}
+            for kind in kinds:
                 K.scatter_pages(staged[kind], self.pools.flat(kind), self.pools.rows(kind, dst))
             for slot in dst:
                 self._dirty(slot)

@@ -7,6 +7,11 @@ Rates are token-weighted over the prompts of the workload::
     effective hit rate   sum(effective) / sum(prompt tokens)    readable at lookup, no recovery
     reuse after recovery sum(reused)    / sum(prompt tokens)    read from the cache in the end
     gap by object        nominal - effective, charged to each object blocking the nominal position
+
+Requests served on an approximate linear-layer state (opt-in Tail-Replay) are kept apart: the golden
+comparison (``sampled``, ``max_abs_diff``, ``drifted``, ``within_tolerance``) covers the exact
+requests only, and each approximate request is listed with its own divergence
+(``approximate``), never folded into the exact figures.
 """
 
 from __future__ import annotations
@@ -16,11 +21,27 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from morphcache.engine.config import model_name
 from morphcache.engine.engine import Engine
 from morphcache.engine.replay import ReplayResult
+from morphcache.engine.report import RequestReport
 
 TOLERANCE = 1e-4
 TIER_EVENTS = ("offload", "spill", "prefetch", "land", "corrupt", "drop", "recompute", "evict", "slide")
+
+
+@dataclass(frozen=True)
+class ApproximateRequest:
+    """One request served on an approximate state: its hit, the tokens replayed (R), its budget, and
+    its measured divergence from the golden forward."""
+
+    request_id: str
+    hit: int
+    replayed: int
+    budget: float
+    max_abs_diff: float
+    top1_agreement: float
+    withdrawn_pages: int
 
 
 @dataclass(frozen=True)
@@ -55,6 +76,15 @@ class SimSummary:
     wall_s: float
     refused: tuple[str, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    model: str = "hybrid"
+    n_layers: int = 6
+    linear_layers: int = 0
+    rebuild_token_layers: int = 0
+    state_paths: Mapping[str, int] = field(default_factory=dict)
+    linear_tokens: int = 0
+    linear_token_layers: int = 0
+    tail_replay: float | None = None
+    approximate: tuple[ApproximateRequest, ...] = field(default_factory=tuple)
 
     @property
     def nominal_hit_rate(self) -> float:
@@ -74,35 +104,75 @@ class SimSummary:
 
     @property
     def within_tolerance(self) -> bool:
-        """Every sampled request matched the golden forward within the tolerance."""
+        """Every sampled exact request matched the golden forward within the tolerance."""
         return self.drifted == 0
+
+    @property
+    def token_layers_saved(self) -> int:
+        """Token-layers (one token through one layer) not computed thanks to the cache: the reused
+        tokens through every layer, less the state rebuilds (linear layers recomputed over hits)."""
+        return self.reused_tokens * self.n_layers - self.rebuild_token_layers
+
+    @property
+    def approximate_reused_tokens(self) -> int:
+        """Reused tokens of the requests served on an approximate state."""
+        return sum(a.hit for a in self.approximate)
+
+    @property
+    def replayed_tokens(self) -> int:
+        """Tokens the approximate requests replayed (sum of R)."""
+        return sum(a.replayed for a in self.approximate)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the rates included)."""
         out = asdict(self)
         out["notes"] = list(self.notes)
         out["refused"] = list(self.refused)
+        out["approximate"] = [asdict(a) for a in self.approximate]
         out.update(nominal_hit_rate=self.nominal_hit_rate, effective_hit_rate=self.effective_hit_rate,
                    reuse_rate=self.reuse_rate, gap_tokens=self.gap_tokens,
-                   within_tolerance=self.within_tolerance)
+                   within_tolerance=self.within_tolerance,
+                   approximate_reused_tokens=self.approximate_reused_tokens, replayed_tokens=self.replayed_tokens,
+                   token_layers_saved=self.token_layers_saved)
         return out
 
 
+def _approximate(reps: tuple[RequestReport, ...]) -> tuple[ApproximateRequest, ...]:
+    out = []
+    for r in reps:
+        if r.exact:
+            continue
+        assert r.max_abs_diff is not None and r.top1_agreement is not None, "approximate requests are measured"
+        out.append(ApproximateRequest(r.request_id, r.reused, r.linear_tokens, r.replay_budget or 0.0,
+                                      r.max_abs_diff, r.top1_agreement, r.withdrawn_pages))
+    return tuple(out)
+
+
+def _mode(engine: Engine) -> str:
+    if not engine.config.unsafe:
+        return "guarded"
+    trusted = ", recurrent state trusted as found" if engine.model.config.linear_layers else ""
+    return f"unsafe (hash-only hits, no validation, guard off{trusted})"
+
+
 def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float = TOLERANCE,
-              notes: tuple[str, ...] = ()) -> SimSummary:
+              notes: tuple[str, ...] = (), tail_replay: float | None = None) -> SimSummary:
     """Sum the run's request reports and read the runtime's tier counters."""
     reps = run.reports
     gap: Counter[str] = Counter()
     paths: Counter[str] = Counter()
+    states: Counter[str] = Counter()
     for r in reps:
         gap.update(r.gap_by_object)
         paths.update(r.recoveries)
-    diffs = [r.max_abs_diff for r in reps if r.max_abs_diff is not None]
+        states[r.state_path] += 1
+    diffs = [r.max_abs_diff for r in reps if r.max_abs_diff is not None and r.exact]
+    exact = [r for r in reps if r.exact]
     m = engine.manager.metrics()
     cfg = engine.config
     return SimSummary(
         workload=workload,
-        mode="unsafe (hash-only hits, no validation, guard off)" if cfg.unsafe else "guarded",
+        mode=_mode(engine),
         ops=engine.ops.name,
         requests=len(reps),
         prompt_tokens=sum(r.prompt_tokens for r in reps),
@@ -125,9 +195,19 @@ def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float
         tier_events={e: int(m.events_fired.get(e, 0)) for e in TIER_EVENTS},
         bytes_moved=dict(sorted(m.bytes_moved.items())),
         pools={"gpu_pages": cfg.gpu_pages, "host_pages": cfg.host_pages, "disk_pages": cfg.disk_pages,
-               "page_bytes": engine.pools.page_bytes},
+               "page_bytes": engine.pools.page_bytes, "state_bytes": engine.states.state_bytes,
+               "state_pool_bytes": engine.states.nbytes},
         integrity_checks=run.integrity_checks,
         wall_s=run.wall_s,
         refused=run.refused,
         notes=notes,
+        model=model_name(cfg.model) or "custom",
+        n_layers=cfg.model.n_layers,
+        linear_layers=len(cfg.model.linear_layers),
+        rebuild_token_layers=sum(r.linear_token_layers for r in reps),
+        state_paths=dict(sorted(states.items())),
+        linear_tokens=sum(r.linear_tokens for r in exact),
+        linear_token_layers=sum(r.linear_token_layers for r in exact),
+        tail_replay=tail_replay,
+        approximate=_approximate(reps),
     )

@@ -13,11 +13,17 @@ class LayerKind(str, Enum):
     COMPRESSED = "compressed"  # compressed entries of earlier pages + raw tail of own page
     SPARSE = "sparse"  # like COMPRESSED, but only the top-k routed earlier pages
     WINDOW = "window"  # raw k/v of the last W positions
+    LINEAR = "linear"  # gated delta rule: one fixed-size recurrent state, no per-token KV
 
     @property
     def compresses(self) -> bool:
         """True for the kinds that keep a compressed entry per complete page."""
-        return self is not LayerKind.WINDOW
+        return self in (LayerKind.COMPRESSED, LayerKind.SPARSE)
+
+    @property
+    def recurrent(self) -> bool:
+        """True for the kinds whose history is a recurrent state (it cannot be rolled back)."""
+        return self is LayerKind.LINEAR
 
 
 DEFAULT_LAYER_KINDS: tuple[LayerKind, ...] = (
@@ -77,6 +83,16 @@ class ModelConfig:
                 raise TypeError(f"layer_kinds entries must be LayerKind, got {kind!r}")
         if not self.norm_eps > 0:
             raise ValueError(f"norm_eps must be > 0, got {self.norm_eps}")
+        if LayerKind.LINEAR in self.layer_kinds and self.n_q_heads != self.n_kv_heads:
+            raise ValueError(
+                f"linear layers keep one state per head: n_q_heads ({self.n_q_heads}) must equal "
+                f"n_kv_heads ({self.n_kv_heads})"
+            )
+
+    @property
+    def linear_layers(self) -> tuple[int, ...]:
+        """Indices of the linear-attention (recurrent) layers."""
+        return tuple(i for i, kind in enumerate(self.layer_kinds) if kind.recurrent)
 
     @property
     def n_layers(self) -> int:
@@ -91,3 +107,35 @@ class ModelConfig:
     def scale(self) -> float:
         """Attention logit scale s = 1 / sqrt(D)."""
         return 1.0 / math.sqrt(self.head_dim)
+
+
+FULL_CONTEXT = 1 << 20  # a window longer than any sequence served: window layers see every earlier token
+
+GDN_HYBRID_LAYER_KINDS: tuple[LayerKind, ...] = (
+    LayerKind.LINEAR,
+    LayerKind.LINEAR,
+    LayerKind.LINEAR,
+    LayerKind.WINDOW,
+    LayerKind.LINEAR,
+    LayerKind.LINEAR,
+    LayerKind.LINEAR,
+    LayerKind.WINDOW,
+)
+
+MODEL_CONFIGS: dict[str, ModelConfig] = {
+    # the compressed / sliding-window / sparse-routing hybrid (docs/model-math.md, "Layer stack")
+    "hybrid": ModelConfig(),
+    # 3 linear : 1 full attention; the attention layers keep exact KV of every position
+    # (a window layer whose window exceeds any context), docs/model-math.md, "GDN hybrid"
+    "gdn-hybrid": ModelConfig(
+        n_q_heads=4, n_kv_heads=4, window=FULL_CONTEXT, layer_kinds=GDN_HYBRID_LAYER_KINDS
+    ),
+}
+
+
+def model_config(name: str) -> ModelConfig:
+    """The named configuration ("hybrid" or "gdn-hybrid"); ValueError names the known ones."""
+    try:
+        return MODEL_CONFIGS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}: expected one of {', '.join(sorted(MODEL_CONFIGS))}") from None

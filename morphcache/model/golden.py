@@ -7,6 +7,7 @@ built exactly as the contract states (pages.py gives the ranges), as one row of 
              compressed entries   raw positions
 
 and one softmax is taken over that row (attention.py). Window layers use only the raw part.
+Linear layers run the gated delta rule token by token from a zero state (linear.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import Tensor
 from morphcache.model.attention import masked_attention
 from morphcache.model.compression import compress_pages
 from morphcache.model.config import LayerKind, ModelConfig
+from morphcache.model.linear import golden_linear
 from morphcache.model.pages import complete_pages, compressed_pages, tail_positions, window_positions
 from morphcache.model.routing import indexer_query, page_scores, select_pages
 
@@ -48,6 +50,8 @@ def golden_attention(
 
     pool_bias [C, Hkv, D] is required for compressed and sparse layers, ignored for window layers.
     """
+    if kind.recurrent:
+        raise ValueError(f"a {kind.value} layer has no attention (see linear.golden_linear)")
     n_tokens = q.shape[0]
     if kind is LayerKind.WINDOW:
         keys, vals, n_comp = k, v, 0
@@ -91,8 +95,12 @@ def golden_logits(model: HybridModel, tokens: Sequence[int] | Tensor) -> Tensor:
     with torch.no_grad():
         x = model.embed(tokens)
         for layer in model.layers:
-            q, k, v = layer.qkv(layer.attn_norm(x))
-            bias = layer.pool_bias if layer.kind.compresses else None
-            x = x + layer.out_proj(golden_attention(layer.kind, q, k, v, bias, model.config))
-            x = layer.residual_mlp(x)
+            x_normed = layer.attn_norm(x)
+            if layer.kind.recurrent:
+                mixed = golden_linear(layer, x_normed)
+            else:
+                q, k, v = layer.qkv(x_normed)
+                bias = layer.pool_bias if layer.kind.compresses else None
+                mixed = golden_attention(layer.kind, q, k, v, bias, model.config)
+            x = layer.residual_mlp(x + layer.out_proj(mixed))
         return model.head(x)

@@ -7,6 +7,10 @@
 
 Every building block here is row-wise (position-wise): row t of its output depends only on row t
 of its input. Only the attention (golden.py, incremental.py, or the cache kernels) mixes positions.
+A linear layer (kind LINEAR) has the same shape; its "attention" is the gated delta rule over
+q, k, v and its gates (gates.py), read out through the gated norm.
+
+The blocks take any leading batch dims ([.., T, d_model]); the reference forwards pass [T, d_model].
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from morphcache.model.config import LayerKind, ModelConfig
+from morphcache.model.gates import DeltaGates
 from morphcache.model.weights import gaussian, linear_weight, norm_weight
 
 
@@ -27,7 +32,7 @@ class HybridLayer(nn.Module):
     """Weights and position-wise blocks of one layer (attention kind `kind`).
 
     Weights are drawn from `gen` in this order: attn_norm, wq, wk, wv, wo, pool_bias (only for
-    compressed/sparse layers), mlp_norm, w_up, w_down.
+    compressed/sparse layers) or the delta gates (only for linear layers), mlp_norm, w_up, w_down.
     """
 
     def __init__(self, config: ModelConfig, kind: LayerKind, gen: torch.Generator) -> None:
@@ -43,6 +48,7 @@ class HybridLayer(nn.Module):
         self._pool_bias: nn.Parameter | None = None
         if kind.compresses:
             self._pool_bias = gaussian(gen, c.page_size, c.n_kv_heads, c.head_dim)
+        self._delta: DeltaGates | None = DeltaGates(c, gen) if kind.recurrent else None
         self.mlp_norm_weight = norm_weight(gen, c.d_model)
         self.w_up = linear_weight(gen, c.d_model, c.mlp_hidden)
         self.w_down = linear_weight(gen, c.mlp_hidden, c.d_model)
@@ -54,6 +60,13 @@ class HybridLayer(nn.Module):
             raise ValueError(f"a {self.kind.value} layer has no pool_bias")
         return self._pool_bias
 
+    @property
+    def delta(self) -> DeltaGates:
+        """The gates of a linear layer (gated delta rule)."""
+        if self._delta is None:
+            raise ValueError(f"a {self.kind.value} layer has no delta gates")
+        return self._delta
+
     def attn_norm(self, x: Tensor) -> Tensor:
         """Pre-attention RMSNorm of the residual stream x [T, d_model]."""
         return rms_norm(x, self.attn_norm_weight, self.config.norm_eps)
@@ -61,15 +74,15 @@ class HybridLayer(nn.Module):
     def qkv(self, x_normed: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Projections of normed rows [T, d_model] -> q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D]."""
         c = self.config
-        t = x_normed.shape[0]
-        q = (x_normed @ self.wq).reshape(t, c.n_q_heads, c.head_dim)
-        k = (x_normed @ self.wk).reshape(t, c.n_kv_heads, c.head_dim)
-        v = (x_normed @ self.wv).reshape(t, c.n_kv_heads, c.head_dim)
+        lead = x_normed.shape[:-1]
+        q = (x_normed @ self.wq).reshape(*lead, c.n_q_heads, c.head_dim)
+        k = (x_normed @ self.wk).reshape(*lead, c.n_kv_heads, c.head_dim)
+        v = (x_normed @ self.wv).reshape(*lead, c.n_kv_heads, c.head_dim)
         return q, k, v
 
     def out_proj(self, attn: Tensor) -> Tensor:
         """Attention output [T, Hq, D] -> residual update [T, d_model]."""
-        return attn.reshape(attn.shape[0], attn.shape[1] * attn.shape[2]) @ self.wo
+        return attn.flatten(-2) @ self.wo
 
     def mlp_norm(self, x: Tensor) -> Tensor:
         """Pre-MLP RMSNorm of the residual stream x [T, d_model]."""

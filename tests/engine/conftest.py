@@ -17,7 +17,7 @@ if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(): 
 from collections.abc import Iterator  # noqa: E402
 
 from morphcache.engine.interpreter import disable_fast_interpreter, enable_fast_interpreter  # noqa: E402
-from morphcache.model import HybridModel, ModelConfig  # noqa: E402
+from morphcache.model import HybridModel, ModelConfig, model_config  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -37,3 +37,9 @@ def fast_cpu() -> Iterator[None]:
 def model() -> HybridModel:
     """The reference model with the default configuration and seed 0."""
     return HybridModel(ModelConfig(), seed=0)
+
+
+@pytest.fixture(scope="session")
+def gdn_model() -> HybridModel:
+    """The GDN hybrid (3 linear : 1 full attention) with seeded weights, seed 0."""
+    return HybridModel(model_config("gdn-hybrid"), seed=0)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from morphcache.cli import main
 from morphcache.engine.trace_sample import conversation_lines, sample_trace
 from morphcache.simulate import simulate_main
 
@@ -60,8 +61,8 @@ def _trace(tmp: Path) -> Path:
 
 def test_trace_sampling_follows_conversations(tmp_path: Path) -> None:
     path = _trace(tmp_path)
-    assert conversation_lines(path, limit=10, max_blocks=8) == [0, 2, 4]
-    assert conversation_lines(path, limit=2, max_blocks=8) == [0, 2]
+    assert conversation_lines(path, limit=10, max_blocks=8) == [1, 3, 5]
+    assert conversation_lines(path, limit=2, max_blocks=8) == [1, 3]
     s = sample_trace(path, limit=3, block_tokens=8, max_blocks=3)
     assert [len(r.tokens) for r in s.requests] == [24, 24, 24]
     assert s.requests[0].tokens == s.requests[1].tokens  # cut to 3 blocks: the same prefix
@@ -73,13 +74,14 @@ def test_trace_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 0
     rep = json.loads(out)
     assert rep["requests"] == 3 and rep["nominal_tokens"] > 0 and rep["within_tolerance"]
-    assert "trace lines replayed: 0, 2, 4" in rep["notes"]
+    assert "trace lines replayed: 1, 3, 5" in rep["notes"]
 
 
 def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert simulate_main(["--turns", "0"]) == 2
-    assert simulate_main(["--trace", str(tmp_path / "missing.jsonl")]) == 2
-    assert "not found" in capsys.readouterr().err
+    assert main(["simulate", "--turns", "0"]) == 2
+    assert capsys.readouterr().err == "morphcache simulate: --turns: must be an integer >= 1, got 0\n"
+    assert main(["simulate", "--trace", str(tmp_path / "missing.jsonl")]) == 2
+    assert "--trace: no trace file at" in capsys.readouterr().err
 
 
 def test_requests_the_pool_cannot_hold_are_refused_and_counted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,3 +89,40 @@ def test_requests_the_pool_cannot_hold_are_refused_and_counted(capsys: pytest.Ca
     rep = json.loads(out)
     assert code == 0 and rep["refused"] and rep["requests"] + len(rep["refused"]) == 2
     assert rep["integrity_checks"] == 2
+
+
+GDN = ["--model", "gdn-hybrid", "--conversations", "2", "--turns", "2", "--gpu-pages", "12", "--host-pages", "2",
+       *FAST]
+
+
+def test_gdn_hybrid_exact_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, [*GDN, "--json"])
+    rep = json.loads(out)
+    assert code == 0 and rep["model"] == "gdn-hybrid" and rep["linear_layers"] == 6
+    assert rep["sampled"] == rep["requests"] == 4 and rep["within_tolerance"] and rep["max_abs_diff"] <= 1e-4
+    assert rep["state_paths"].get("recompute", 0) >= 1 and rep["linear_tokens"] > 0
+    assert rep["approximate"] == [] and rep["tail_replay"] is None
+    assert rep["token_layers_saved"] == rep["reused_tokens"] * 8 - rep["linear_token_layers"]
+    assert rep["linear_token_layers"] == 7 * rep["linear_tokens"]  # layers 0 .. 6 rerun over every hit
+    assert rep["tier_events"]["offload"] > 0
+
+
+def test_gdn_hybrid_unsafe_mode_drifts(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, [*GDN, "--unsafe", "--json"])
+    rep = json.loads(out)
+    assert code == 0 and rep["drifted"] > 0 and rep["max_abs_diff"] > 1e-2
+    assert rep["state_paths"].get("trusted", 0) >= 1
+
+
+def test_gdn_hybrid_tail_replay_reports_approximate_requests_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, [*GDN, "--tail-replay", "0.05", "--sample-every", "0", "--json"])
+    rep = json.loads(out)
+    assert code == 0 and rep["tail_replay"] == 0.05
+    approx = rep["approximate"]
+    assert approx and all(a["budget"] == 0.05 and a["replayed"] == round(0.05 * a["hit"]) for a in approx)
+    assert all(a["max_abs_diff"] > 0 and 0 <= a["top1_agreement"] <= 1 for a in approx)  # measured, unsampled
+    assert rep["state_paths"]["tail-replay"] == len(approx)
+    assert rep["sampled"] == 0  # nothing exact was sampled: approximate requests never count as exact
+    code, text = _run(capsys, [*GDN, "--tail-replay", "0.05", "--weights", "trained"])
+    assert code == 0 and "approximate requests" in text and "top-1 agreement" in text and "never counted" in text
+    assert "token-layers" in text

@@ -89,7 +89,7 @@ def _one_query(q_t: torch.Tensor, keys: torch.Tensor, vals: torch.Tensor) -> tor
     return out
 
 
-@pytest.mark.parametrize("kind", list(LayerKind))
+@pytest.mark.parametrize("kind", [k for k in LayerKind if not k.recurrent])  # linear layers: test_model_gdn.py
 def test_golden_attention_rows_match_the_key_lists(kind: LayerKind) -> None:
     n = 5 * C + 3
     q, k, v, bias = _qkv(5, n)

@@ -80,7 +80,7 @@ def test_missing_file(tmp_path: Path) -> None:
          "input_length must be an integer"),
         (json.dumps({"timestamp": 0, "input_length": 9, "output_length": 1, "hash_ids": 3}),
          "hash_ids must be"),
-        (_rec(0, 10, 1, [0, "a"]), "hash_ids must be"),  # type: ignore[list-item]
+        (_rec(0, 10, 1, [0, "a"]), "hash_ids[1] must be"),  # type: ignore[list-item]
         (_rec(0, 1100, 1, [0, 1]), "needs 3 hash_ids"),
         (_rec(0, 100, 1, [0, 1]), "needs 1 hash_ids"),
     ],
@@ -89,7 +89,7 @@ def test_malformed_line_reports_file_line_and_problem(tmp_path: Path, line: str,
     path = _write(tmp_path, [GOOD[0], "", line])
     with pytest.raises(TraceFormatError) as err:
         load_trace(path)
-    assert str(err.value).startswith(f"{path}:3: ")
+    assert str(err.value).startswith(f"{path}:3:")
     assert what in str(err.value)
 
 

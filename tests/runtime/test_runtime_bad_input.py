@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from rt_helpers import toks
 
@@ -50,6 +51,18 @@ CASES: list[tuple[str, Callable[[CacheManager], Any], type[Exception], str]] = [
     ("not a lease", lambda m: m.release("lease"), BadInputError, "expected a Lease"),  # type: ignore[arg-type]
     ("not a plan", lambda m: m.recover("plan"), BadInputError, "RecoveryPlan"),  # type: ignore[arg-type]
     ("capture unknown", lambda m: m.capture(["a", "zz"]), UnknownSequenceError, "'zz'"),
+    ("0-d array", lambda m: m.lookup(np.array(5)), BadInputError, "sequence of ints, got ndarray"),
+    ("numpy scalar", lambda m: m.append("a", np.int64(3)), BadInputError, "sequence of ints, got int64"),
+    ("2-d array", lambda m: m.lookup(np.array([[1, 2]])), BadInputError, "tokens[0] must be an int"),
+    ("probe limit", lambda m: m.probe([1], limit=(1, 2)), BadInputError, "limit"),  # type: ignore[arg-type]
+    ("batch not a mapping", lambda m: m.append_batch(3), BadInputError, "map sequence ids"),  # type: ignore[arg-type]
+    ("capture one str", lambda m: m.capture("a"), BadInputError, "not a single str"),
+    ("capture not iterable", lambda m: m.uncapture(2), BadInputError, "iterable"),  # type: ignore[arg-type]
+    ("offload target array", lambda m: m.offload(m.sequence_pages("a")[0], np.array([1, 2])),  # type: ignore[arg-type]
+     BadInputError, "offload target"),
+    ("kernel device", lambda m: m.kernel_lease([], device=-1), BadInputError, "torch device"),
+    ("kernel leases", lambda m: m.kernel_lease(0), BadInputError, "iterable"),  # type: ignore[arg-type]
+    ("wait timeout", lambda m: m.wait_prefetches("soon"), BadInputError, "timeout"),  # type: ignore[arg-type]
 ]
 
 
@@ -87,7 +100,8 @@ def test_attach_to_a_non_empty_sequence(m: CacheManager) -> None:
 
 @pytest.mark.parametrize("kwargs", [dict(page_size=0), dict(page_size=6, compress_block=4), dict(window=-1),
                                     dict(backend="fast"), dict(disk_pages=4), dict(gpu_pages=True),
-                                    dict(constants={"C": "x"})])
+                                    dict(constants={"C": "x"}), dict(disk_dir=""), dict(disk_dir="  ", disk_pages=4),
+                                    dict(disk_dir="/tmp/morphcache-disk", disk_pages=0)])
 def test_bad_config(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         RuntimeConfig(**kwargs)

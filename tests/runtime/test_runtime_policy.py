@@ -9,13 +9,13 @@ import pytest
 from rt_helpers import toks
 
 from morphcache.runtime import (
-    POLICIES,
     CacheManager,
     ConfigError,
     EvictionPolicy,
     LRUPolicy,
     PageMeta,
     RuntimeConfig,
+    policy_names,
     register_policy,
 )
 
@@ -71,12 +71,10 @@ def test_policy_by_name_instance_or_registered(tmp_path: object) -> None:
     with pytest.raises(ConfigError, match="policy"):
         RuntimeConfig(policy="nope")
     register_policy("recording", Recording)
-    try:
-        m = CacheManager(config=RuntimeConfig(policy="recording"))
-        assert isinstance(m.parts.seam.policy, Recording)
-    finally:
-        POLICIES.pop("recording")
+    m = CacheManager(config=RuntimeConfig(policy="recording"))
+    assert isinstance(m.parts.seam.policy, Recording)
     assert issubclass(Recording, EvictionPolicy)
+    assert {"lru", "recording", "flop", "semantic", "saecache"} <= set(policy_names())
 
 
 def test_pages_carry_types_session_and_task(make_manager: Callable[..., CacheManager]) -> None:
@@ -85,7 +83,7 @@ def test_pages_carry_types_session_and_task(make_manager: Callable[..., CacheMan
     m.append("a", toks(6, 4), types=[(0, 4, "response")])
     metas = [m.page_state(p)["meta"] for p in m.sequence_pages("a")]
     assert [sorted(meta.types) for meta in metas] == [["system", "user"], ["response", "user"], ["response"]]
-    assert {(meta.session, meta.task) for meta in metas} == {("chat-1", "qa")}
+    assert {(meta.session, meta.task, meta.writer) for meta in metas} == {("chat-1", "qa", "a")}
     assert [meta.holders for meta in metas] == [1, 1, 1] and all(meta.hash is not None for meta in metas[:2])
     assert metas[2].hash is None  # still filling
     from morphcache.runtime import BadInputError

@@ -1,0 +1,181 @@
+"""The linear layers' state at a hit boundary: which path rebuilds it, and running that path.
+
+After ``attach`` a sequence holds the exact attention KV of its first P tokens (the hit).  A linear
+layer's state cannot be sliced at P (docs/model-math.md, "Recovering recurrent state"), so before
+the rest of the prompt runs, each linear layer's working state must be rebuilt at P::
+
+    positions     0 ........... c ............ P-R ........... P-1 | P ...
+    recompute     state at the nearest earlier checkpoint c,          exact
+                  run c .. P-1  (today c = 0: the zero state)
+    tail-replay   zero state at P-R, run P-R .. P-1,                  approximate; opt-in per request
+                  R = round(budget x P)                               (budget in [0, 1])
+    trusted       run nothing: the working slot's contents are        the unsafe mode: stale or
+                  taken as the state at P                             missing state reused as exact
+
+A run (``forward.replay_chunk``) costs linear-layer work only: the positions go through layers
+0 .. (last linear layer); attention layers read the cached KV and write nothing.
+
+Two seams, each one small place:
+
+- ``CheckpointSource.nearest``: where "the nearest earlier checkpoint" is found.  ``NoCheckpoints``
+  answers the zero state at 0 (no checkpoint is readable yet: their readiness is for the runtime to
+  govern); a source backed by the runtime's recurrent-state objects will return a start that
+  restores a checkpoint under a lease (``gdn_restore``) instead.
+- ``choose_path``: which path a request takes (later a spec-governed recovery path with per-request
+  opt-in).  A tail-replay request whose exact recompute would cost no more than R tokens is served
+  exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from morphcache.engine.forward import replay_chunk
+from morphcache.engine.mixers import RecurrentSlot
+
+if TYPE_CHECKING:
+    from morphcache.engine.lease import FixedLease, SequenceLease
+    from morphcache.engine.session import Session
+
+
+class StateStart(Protocol):
+    """The state a rebuild starts from, at ``position``."""
+
+    @property
+    def position(self) -> int:
+        """The position the state is the state at (tokens before it)."""
+        ...
+
+    def load(self, slot: RecurrentSlot) -> None:
+        """Put the starting state into the working slot (or arrange for the next pass to)."""
+
+
+@dataclass(frozen=True)
+class ZeroState:
+    """The zero state at ``position``: exact at position 0, approximate anywhere else."""
+
+    position: int
+
+    def load(self, slot: RecurrentSlot) -> None:
+        """The next pass starts every linear layer from zero (the kernels' ``reset``)."""
+        slot.reset = True
+
+
+class CheckpointSource(Protocol):
+    """Finds the nearest earlier checkpoint of a sequence's linear-layer state."""
+
+    def nearest(self, session: Session, position: int) -> StateStart:
+        """The readable checkpoint at the largest position <= ``position`` (the zero state at 0 if none)."""
+        ...
+
+
+class NoCheckpoints:
+    """No checkpoint is readable: the nearest earlier one is always the zero state at position 0."""
+
+    def nearest(self, session: Session, position: int) -> StateStart:
+        return ZeroState(0)
+
+
+@dataclass(frozen=True)
+class StatePlan:
+    """How one request's linear-layer state is rebuilt at its hit boundary ``hit``.
+
+    ``path``: "none" (nothing to rebuild: a miss, or no linear layers), "recompute", "tail-replay" or
+    "trusted"; ``exact``: the path yields the exact state (an approximate request is never counted
+    as exact); ``start``: where the run starts (None: run nothing); ``budget``: the request's
+    tail-replay budget, when it opted in.
+    """
+
+    path: str
+    exact: bool
+    hit: int
+    start: StateStart | None
+    budget: float | None = None
+
+    @property
+    def replayed(self) -> int:
+        """Tokens run through the linear layers to rebuild the state."""
+        return self.hit - self.start.position if self.start is not None else 0
+
+
+class StatePath(Protocol):
+    """A way to rebuild the state at a hit boundary."""
+
+    def plan(self, session: Session, hit: int) -> StatePlan:
+        """The plan for a sequence that holds the exact attention KV of its first ``hit`` tokens."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExactRecompute:
+    """From the nearest earlier checkpoint, recompute the linear layers up to the hit (exact)."""
+
+    checkpoints: CheckpointSource
+
+    def plan(self, session: Session, hit: int) -> StatePlan:
+        return StatePlan("recompute", True, hit, self.checkpoints.nearest(session, hit))
+
+
+@dataclass(frozen=True)
+class TailReplay:
+    """Replay only the last R = round(budget x hit) tokens from a zero state (approximate), unless the
+    exact recompute costs no more than that."""
+
+    budget: float
+    checkpoints: CheckpointSource
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.budget) and 0.0 <= self.budget <= 1.0):
+            raise ValueError(f"a tail-replay budget is a fraction of the prefix in [0, 1], got {self.budget}")
+
+    def plan(self, session: Session, hit: int) -> StatePlan:
+        exact = ExactRecompute(self.checkpoints).plan(session, hit)
+        r = min(hit, round(self.budget * hit))
+        if exact.replayed <= r:
+            return StatePlan(exact.path, True, hit, exact.start, self.budget)
+        return StatePlan("tail-replay", False, hit, ZeroState(hit - r), self.budget)
+
+
+class TrustSlot:
+    """The unsafe mode: whatever the working slot holds (another sequence's state, or zeros) is taken
+    as the state at the hit boundary, as a cache that keeps no recurrent state would."""
+
+    def plan(self, session: Session, hit: int) -> StatePlan:
+        return StatePlan("trusted", True, hit, None)
+
+
+def choose_path(*, unsafe: bool, tail_replay: float | None, checkpoints: CheckpointSource) -> StatePath:
+    """The one place that decides how a request's linear-layer state is rebuilt."""
+    if unsafe:
+        return TrustSlot()
+    if tail_replay is not None:
+        return TailReplay(tail_replay, checkpoints)
+    return ExactRecompute(checkpoints)
+
+
+def plan_state(path: StatePath, session: Session, hit: int, linear_layers: int) -> StatePlan:
+    """The path's plan, except that a miss (hit 0) or a model without linear layers has nothing to
+    rebuild: every state starts from zero with the prefill."""
+    if hit == 0 or not linear_layers:
+        return StatePlan("none", True, hit, ZeroState(hit))
+    return path.plan(session, hit)
+
+
+def run_plan(session: Session, plan: StatePlan, recurrent: RecurrentSlot,
+             lease: SequenceLease | FixedLease) -> int:
+    """Carry out ``plan`` on the sequence's working slot; returns the token-layers run.
+
+    State: the working state slot (and ``recurrent.reset``); checkpoints are saved by the later
+    writing passes only if the plan is exact (``recurrent.save``).
+    """
+    recurrent.save = plan.exact
+    if plan.start is None:
+        recurrent.reset = False
+        return 0
+    plan.start.load(recurrent)
+    engine = session.engine
+    tokens = session.tokens[plan.start.position:plan.hit]
+    return replay_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, plan.start.position, tokens,
+                        recurrent)

@@ -1,0 +1,103 @@
+"""Tail-Replay on the GDN hybrid: opt-in per request, reported approximate with its divergence, its
+pages kept out of the cache; and the one place that chooses a request's state path."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from eng_helpers import TOL, C, make_engine
+
+from morphcache.engine import (
+    ExactRecompute,
+    NoCheckpoints,
+    TailReplay,
+    TrustSlot,
+    ZeroState,
+    choose_path,
+)
+from morphcache.engine.session import Session
+from morphcache.model import HybridModel
+
+
+def _tokens(seed: int, n: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(256) for _ in range(n)]
+
+
+def test_a_tail_replay_request_is_approximate_and_measured(gdn_model: HybridModel) -> None:
+    engine = make_engine(gdn_model, None, ops="reference")
+    base = _tokens(1, 5 * C)
+    engine.serve(base)  # cached: 5 sealed pages
+    prompt = base + _tokens(2, C + 3)
+    approx = engine.serve(prompt, decode=2, tail_replay=0.1)
+    rep = approx.report
+    assert approx.start == 5 * C and not rep.exact and rep.state_path == "tail-replay"
+    assert rep.replay_budget == 0.1 and rep.linear_tokens == round(0.1 * 5 * C)
+    d = engine.divergence(approx)
+    assert d.positions == C + 5 and d.max_abs_diff > TOL and 0.0 <= d.top1_agreement <= 1.0
+    assert rep.withdrawn_pages == 1  # block 5, the page it sealed on an approximate state
+    engine.check_integrity()
+    # an exact request for the same prompt reuses only what exact requests cached, and matches golden
+    exact = engine.serve(prompt + [9])
+    assert exact.start == 5 * C and exact.report.exact and exact.report.state_path == "recompute"
+    assert engine.golden_diff(exact) <= TOL
+    engine.close()
+
+
+def test_a_budget_covering_the_hit_is_served_exactly(gdn_model: HybridModel) -> None:
+    engine = make_engine(gdn_model, None, ops="reference")
+    base = _tokens(3, 2 * C + 4)
+    engine.serve(base)
+    full = engine.serve(base + [1, 2], tail_replay=1.0)  # R = the whole hit: the exact recompute costs no more
+    assert full.report.exact and full.report.state_path == "recompute" and full.report.replay_budget == 1.0
+    assert engine.golden_diff(full) <= TOL and full.report.withdrawn_pages == 0
+    miss = engine.serve(_tokens(4, C + 2), tail_replay=0.05)  # a miss has nothing to replay: exact
+    assert miss.report.exact and miss.report.state_path == "none" and engine.golden_diff(miss) <= TOL
+    engine.check_integrity()
+    engine.close()
+
+
+def test_a_zero_budget_starts_from_the_zero_state_at_the_boundary(gdn_model: HybridModel) -> None:
+    engine = make_engine(gdn_model, None, ops="triton")
+    base = _tokens(5, C + 2)
+    engine.serve(base)
+    approx = engine.serve(base + [7], tail_replay=0.0)
+    assert approx.start == C and not approx.report.exact and approx.report.linear_tokens == 0
+    assert engine.golden_diff(approx) > TOL  # a zero state at the hit boundary drifts
+    engine.check_integrity()
+    engine.close()
+
+
+def test_a_bad_budget_is_refused(gdn_model: HybridModel) -> None:
+    with pytest.raises(ValueError, match="fraction"):
+        TailReplay(1.5, NoCheckpoints())
+    with pytest.raises(ValueError, match="fraction"):
+        TailReplay(float("nan"), NoCheckpoints())
+
+
+class _CheckpointAt:
+    """A checkpoint source that reports one at a fixed position (the decision only reads the position)."""
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+
+    def nearest(self, session: Session, position: int) -> ZeroState:
+        return ZeroState(min(self.position, position))
+
+
+def test_the_state_path_decision() -> None:
+    none = NoCheckpoints()
+    assert isinstance(choose_path(unsafe=False, tail_replay=None, checkpoints=none), ExactRecompute)
+    assert isinstance(choose_path(unsafe=False, tail_replay=0.05, checkpoints=none), TailReplay)
+    assert isinstance(choose_path(unsafe=True, tail_replay=None, checkpoints=none), TrustSlot)
+    session: Session = None  # type: ignore[assignment]  # the decision does not read the session here
+    plan = TailReplay(0.05, none).plan(session, 200)
+    assert (plan.path, plan.exact, plan.replayed) == ("tail-replay", False, 10)
+    near = TailReplay(0.05, _CheckpointAt(192)).plan(session, 200)  # recompute from 192 costs 8 <= R = 10
+    assert (near.path, near.exact, near.replayed, near.budget) == ("recompute", True, 8, 0.05)
+    far = TailReplay(0.05, _CheckpointAt(160)).plan(session, 200)
+    assert (far.path, far.exact, far.replayed) == ("tail-replay", False, 10)
+    exact = ExactRecompute(none).plan(session, 200)
+    assert (exact.path, exact.exact, exact.replayed) == ("recompute", True, 200)
+    assert TrustSlot().plan(session, 200).start is None
