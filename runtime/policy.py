@@ -108,6 +108,12 @@ class EvictionPolicy:
         for meta in metas:
             self.on_update(meta)
 
+    def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
+        """The holders of every page of ``metas`` changed by the same step (a prefix attached, a
+        sequence freed); ``crossed`` are those that became held or stopped being held (holders went
+        from 0 to 1 or from 1 to 0).  ``on_update_many(metas)`` unless overridden."""
+        self.on_update_many(metas)
+
     def on_refused(self, decision: str, page: int, reason: str) -> None:
         """A proposal of this policy was refused (``reason``: the spec's refusal or "not in tier")."""
 
@@ -226,11 +232,23 @@ class LRUPolicy(EvictionPolicy):
         self.on_update_many((meta,))
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
-        where, pooled, place, queue_of = self.where, self.pooled, self._place, self._queue
-        for meta in metas:
-            queue = queue_of(meta)
-            if where.get(meta.page) != queue or meta.pooled != (meta.page in pooled):
+        where, pooled, place = self.where, self.pooled, self._place
+        for meta in metas:  # ``_queue`` inlined: a prefix attached or freed updates every page of it
+            tier = meta.tier
+            if tier == "gpu":
+                queue: str | None = "gpu_hot" if meta.holders else "gpu_cold"
+            else:
+                queue = tier if tier == "host" or tier == "disk" else None
+            page = meta.page
+            if where.get(page) != queue or meta.pooled != (page in pooled):
                 place(meta, queue, True)
+
+    def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
+        # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk
+        gpu = [m.page for m in crossed if m.tier == "gpu"]
+        if gpu:
+            self.where.update(dict.fromkeys(gpu, "gpu_hot" if crossed[0].holders else "gpu_cold"))
+            self._touch(self.pending, gpu)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
         self._place(meta)

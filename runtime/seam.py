@@ -74,12 +74,18 @@ class PolicySeam:
         if not pids:
             return
         holders = self.pages.cols.holders
+        edge = 1 if delta > 0 else 0  # the count a page that crossed has now
+        metas = self.pages.metas_of(pids)
         if len(pids) <= 8:
             for pid in pids:
                 holders[pid] += delta
+            crossed = [meta for meta in metas if holders[meta.page] == edge]
         else:
-            holders[np.fromiter(pids, dtype=np.int64, count=len(pids))] += delta
-        self.policy.on_update_many(self.pages.metas_of(pids))
+            idx = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            holders[idx] += delta
+            hit = holders[idx] == edge
+            crossed = metas if hit.all() else [metas[i] for i in np.flatnonzero(hit).tolist()]
+        self.policy.on_holders_many(metas, crossed)
 
     def moved(self, rec: PageRecord, tier: str) -> None:
         """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""

@@ -104,3 +104,43 @@ def test_lru_keeps_its_order_with_pages_held_and_freed(make_manager: Callable[..
     assert [m.page_state(p)["tier"] for p in m.cached_pages()[:2]] == ["host", "host"]
     assert all(m.page_state(p)["tier"] == "gpu" for p in m.sequence_pages("live"))
     m.check_integrity()
+
+
+def test_lru_holders_in_bulk_files_pages_as_updates_do() -> None:
+    """``on_holders_many`` (a prefix attached or freed: only the pages that became held or unheld change
+    queue) leaves LRU's order exactly as ``on_update_many`` over the same pages would."""
+    import random
+
+    rng = random.Random(7)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(600):
+        op = rng.random()
+        if op < 0.2 or not metas:
+            pid = step
+            pair = (PageMeta(pid, 0), PageMeta(pid, 0))
+            for meta, pol in zip(pair, (bulk, single), strict=True):
+                meta.pooled = pid % 3 == 0
+                pol.on_insert(meta)
+            metas[pid] = pair
+        elif op < 0.6:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.randint(1, 6)))
+            delta = rng.choice([1, -1]) if all(metas[p][0].holders for p in pids) else 1
+            for meta in (m for p in pids for m in metas[p]):
+                meta.holders += delta
+            group = [metas[p][0] for p in pids]
+            bulk.on_holders_many(group, [m for m in group if m.holders == (1 if delta > 0 else 0)])
+            single.on_update_many([metas[p][1] for p in pids])
+        elif op < 0.8:
+            pid = rng.choice(sorted(metas))
+            tier = rng.choice(["gpu", "host", "disk", "dropped"])
+            for meta, pol in zip(metas[pid], (bulk, single), strict=True):
+                if meta.tier != tier:
+                    old, meta.tier = meta.tier, tier
+                    pol.on_move(meta, old)
+        else:
+            pids = rng.sample(sorted(metas), min(len(metas), 3))
+            bulk.on_access_many([metas[p][0] for p in pids], step)
+            single.on_access_many([metas[p][1] for p in pids], step)
+        for decision in ("gpu", "host", "disk", "pool"):
+            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
