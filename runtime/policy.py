@@ -305,9 +305,10 @@ def _load_shipped() -> None:
     import morphcache.policies  # noqa: F401  (registers flop, semantic, saecache)
 
 
-def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 64) -> Iterator[int]:
+def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 4) -> Iterator[int]:
     """The queue's ids in order, each once, while the consumer may change the queue between proposals
-    (read a chunk at a time from the front; what was already proposed is skipped)."""
+    (read a chunk at a time from the front, the chunk doubling each time: the first proposal is
+    usually taken; what was already proposed is skipped)."""
     while True:
         batch = [p for p in islice(queue, len(seen) + chunk) if p not in seen]
         if not batch:
@@ -316,4 +317,5 @@ def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 64) -> It
             if pid in queue and pid not in seen:
                 seen.add(pid)
                 yield pid
+        chunk = min(2 * chunk, 1024)
 
