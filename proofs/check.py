@@ -2,8 +2,10 @@
 
 Order of work:
 
-1. induction: Houdini over all lemmas and properties; the inductive survivors are PROVED;
-2. each remaining candidate: BMC for a shortest counterexample (REFUTED), else k-induction
+1. induction: Houdini over all lemmas, properties and definedness obligations (every ``//`` and
+   ``%`` has a non-zero divisor where it is evaluated); the inductive survivors are PROVED;
+2. each remaining candidate: a shortest counterexample (REFUTED), searched on its cone of influence
+   by explicit states and then bounded model checking (:mod:`proofs.search`); else k-induction
    (PROVED), else UNKNOWN;
 3. diversion: the recovery-path partition, assuming the proved invariants;
 4. layouts: bit-vector alignment, bounds and overlap proofs.
@@ -20,10 +22,12 @@ from typing import Any
 
 from morphcache.spec.model import Property, Spec
 
-from .bmc import search_all, shortest_counterexamples
+from .bmc import search_all
+from .definedness import Definedness, check_constant_divisors
 from .induction import Induction, SolverLimits, Unknown, timed
 from .layouts import layout_obligations
 from .partition import Partition
+from .search import CounterexampleSearch, SearchOptions
 from .system import TransitionSystem
 from .trace import Trace
 
@@ -36,7 +40,7 @@ class Result:
     """The verdict on one obligation."""
 
     name: str
-    kind: str  # lemma | invariant | step | partition | layout
+    kind: str  # lemma | invariant | step | defined | partition | layout
     status: str
     method: str
     seconds: float
@@ -50,8 +54,9 @@ class Result:
 class CheckOptions:
     """Knobs of a check run."""
 
-    bmc_depth: int = 16
+    bmc_depth: int = 16  # deepest counterexample searched (explicit states, then BMC)
     max_k: int = 3
+    explicit_states: int = 60_000  # states the explicit search visits per property group before BMC
     limits: SolverLimits = field(default_factory=SolverLimits)
     search_depth: int = 0  # extra bounded search over all properties, reported separately
     constants: Mapping[str, int] | None = None
@@ -99,6 +104,9 @@ class Checker:
         self.spec = spec
         self.options = options or CheckOptions()
         self.progress = progress or (lambda _msg: None)
+        constants = dict(self.options.constants or {})
+        check_constant_divisors(spec, constants)
+        self.obligations = list(spec.properties) + Definedness(spec, constants).obligations()
         self.ts = TransitionSystem(spec, self.options.constants)
         self.induction = Induction(self.ts, self.options.limits)
 
@@ -113,8 +121,8 @@ class Checker:
 
     # -- properties ------------------------------------------------------------------------------
     def prove_properties(self) -> tuple[list[Result], list[Property]]:
-        """Houdini induction, then BMC and k-induction for what it could not prove."""
-        candidates = list(self.spec.properties)
+        """Houdini induction, then the counterexample search and k-induction for what it could not prove."""
+        candidates = list(self.obligations)
         try:
             proved, seconds = timed(lambda: self.induction.houdini(candidates, self.progress))
         except Unknown as exc:
@@ -130,18 +138,22 @@ class Checker:
         out: dict[str, Result] = {}
         if not props:
             return out
-        depth = self.options.bmc_depth
+        opts = self.options
         start = time.perf_counter()
+        search = CounterexampleSearch(self.spec, SearchOptions(opts.bmc_depth, opts.explicit_states, opts.limits,
+                                                               opts.constants), proved, self.progress)
         try:
-            traces = shortest_counterexamples(self.ts, props, depth, self.options.limits, self.progress, proved)
+            findings = search.run(props)
         except Unknown as exc:
             return {p.name: self._unknown(p, "bmc", time.perf_counter() - start, exc) for p in props}
         seconds = time.perf_counter() - start
         for prop in props:
-            trace = traces.get(prop.name)
-            if trace is not None:
-                out[prop.name] = Result(prop.name, prop.kind, REFUTED, f"bmc (shortest, {trace.length} steps)",
-                                        seconds, prop.rule, trace=trace)
+            found = findings[prop.name]
+            if found.trace is not None:
+                out[prop.name] = Result(prop.name, prop.kind, REFUTED, found.method, seconds, prop.rule,
+                                        trace=found.trace)
+            elif found.exhaustive:
+                out[prop.name] = Result(prop.name, prop.kind, PROVED, found.method, seconds, prop.rule)
             else:
                 out[prop.name] = self.k_induct(prop, proved)
         return out

@@ -68,10 +68,26 @@ class Induction:
         self.limits = limits
         self.s0 = ts.state("0")
         self.s1 = ts.state("1")
+        self._init_pairs: list[tuple[Any, Any]] | None = None
 
     def initiation(self, prop: Property) -> bool:
-        """``Init(s0) => P(s0)``."""
-        return is_valid(self.limits, [self.ts.init(self.s0)], self.ts.holds(prop, self.s0))
+        """``Init(s0) => P(s0)``: the property with the initial values substituted, simplified to a
+        constant (a solver call only if it does not simplify to one)."""
+        goal = z3.simplify(z3.substitute(self.ts.holds(prop, self.s0), *self._initial()))
+        if z3.is_true(goal) or z3.is_false(goal):
+            return z3.is_true(goal)
+        return is_valid(self.limits, [self.ts.init(self.s0)], goal)
+
+    def _initial(self) -> list[tuple[Any, Any]]:
+        """``(slot constant, initial value)`` of every slot of ``s0``."""
+        if self._init_pairs is None:
+            solver = z3.Solver()
+            solver.add(self.ts.init(self.s0))
+            solver.check()
+            model = solver.model()
+            self._init_pairs = [(self.s0[name], model.eval(self.s0[name], model_completion=True))
+                                for name, _, _ in self.ts.slots]
+        return self._init_pairs
 
     def consecution(self, prop: Property, assumed: list[Property]) -> bool:
         """``Domain(s0) and J(s0) and T(s0, s1) => P(s1)`` with J the conjunction of ``assumed``."""

@@ -1,0 +1,434 @@
+"""Explicit-state search: breadth-first over the concrete states of the checked instance.
+
+The instance is small (a few pages and readers, small constants), so its states can be enumerated
+one by one.  Breadth-first order makes the first violation found at each depth a shortest one, with
+no solver involved.  Two things make it fast enough to be the checker's first search:
+
+* the transition function is generated as Python source from the expression IR, grounded over the
+  instance's readers and pages (a state is a tuple; a guard is a chain of tuple lookups);
+* symmetry reduction: when pages (readers) are interchangeable, i.e. a page id is only ever used to
+  subscript or compared with ``==``/``!=`` with another page id (:func:`symmetric_dims`), states
+  that differ by a permutation of page (reader) ids are explored once.  Permutations preserve the
+  transition relation, the initial state and the properties, so breadth-first distances and the
+  reachability of a violation are unchanged; the traces kept are concrete, not canonical.
+
+The search stops at a depth or a state budget and reports how deep it looked exhaustively: the
+bounded model checker continues from there.  A division by zero raised while evaluating a guard or
+an effect disables that transition here; :mod:`proofs.definedness` reports it as a refuted
+obligation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from morphcache.spec.expr import (
+    PAGES,
+    READERS,
+    Binary,
+    BoolOp,
+    Compare,
+    Const,
+    Expr,
+    IfExp,
+    Implies,
+    Index,
+    InSet,
+    Name,
+    Reduce,
+    Unary,
+    children,
+)
+from morphcache.spec.interp import evaluate
+from morphcache.spec.model import SCOPE_ARGS, Event, Property, Spec
+
+from .slicing import Slice
+from .terms import EncodingError, slot
+from .trace import Step, Trace, failing_conjuncts
+
+Key = tuple[int, ...]
+State = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """One action of the instance: an event with its reader, page and params."""
+
+    event: Event
+    args: dict[str, int]
+
+    def label(self) -> str:
+        return f"{self.event.name}({', '.join(f'{k}={v}' for k, v in self.args.items())})"
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """What a search found: a shortest trace per violated property, and the depth searched exhaustively
+    (every state within ``depth`` steps was checked; -1 if not even the initial state)."""
+
+    traces: dict[str, Trace]
+    depth: int
+    states: int
+    seconds: float
+    complete: bool = False  # every reachable state was visited
+
+
+def symmetric_dims(spec: Spec) -> tuple[bool, bool]:
+    """``(pages, readers)``: whether page ids (reader ids) are interchangeable in every expression.
+
+    An id variable (``p``, ``r``, a variable bound by ``for q in pages``, the ``q``/``s`` of a
+    ``*`` effect) may only subscript directly or be compared with ``==``/``!=`` with another id.
+    """
+    exprs: list[tuple[Expr, dict[str, str]]] = []
+    for ev in spec.events:
+        base = {"p": PAGES, "r": READERS}
+        exprs.append((ev.guard, base))
+        for eff in ev.effects:
+            exprs.append((eff.value, {**base, "q": PAGES, "s": READERS}))
+            for part in (eff.index or "").split(","):
+                if part and part not in ("*", "p", "r"):
+                    return False, False
+    exprs += [(prop.expr, {"p": PAGES, "r": READERS} if prop.kind == "step" else {}) for prop in spec.properties]
+    ok = {PAGES: True, READERS: True}
+    for e, ids in exprs:
+        _check_ids(spec, e, ids, ok)
+    return ok[PAGES], ok[READERS]
+
+
+def _check_ids(spec: Spec, e: Expr, ids: Mapping[str, str], ok: dict[str, bool]) -> None:  # noqa: C901
+    def id_of(x: Expr) -> str | None:
+        return ids.get(x.name) if isinstance(x, Name) else None
+
+    if isinstance(e, Reduce):
+        _check_ids(spec, e.body, {**ids, e.var: e.domain}, ok)
+        return
+    if isinstance(e, Name):
+        if e.name in ids:
+            ok[ids[e.name]] = False  # an id used as a value
+        return
+    if isinstance(e, Index):
+        dims = SCOPE_ARGS[spec.scope_of(e.name)]
+        for dim, arg in zip(dims, e.args, strict=True):
+            domain = PAGES if dim == "p" else READERS
+            if id_of(arg) != domain:
+                ok[domain] = False  # a subscript that is not a bare id: p + 1, 0, ...
+                _check_ids(spec, arg, ids, ok)
+        return
+    if isinstance(e, Compare) and e.op in ("==", "!=") and id_of(e.left) is not None \
+            and id_of(e.left) == id_of(e.right):
+        return
+    for c in children(e):
+        _check_ids(spec, c, ids, ok)
+
+
+class ExplicitSystem:
+    """The instance as generated Python: initial state, successor function, property checks."""
+
+    def __init__(self, spec: Spec, constants: Mapping[str, int] | None = None, keep: Slice | None = None) -> None:
+        self.spec = spec
+        self.keep = keep
+        self.constants: dict[str, Any] = {**spec.constants, **(constants or {}),
+                                          "pages": spec.pages, "readers": spec.readers}
+        self.slots: list[tuple[str, tuple[int, ...]]] = []
+        for name in [*spec.vars, *spec.objects]:
+            if keep is not None and name not in keep.names:
+                continue
+            dims = SCOPE_ARGS[spec.scope_of(name)]
+            sizes = [range(spec.readers if d == "r" else spec.pages) for d in dims]
+            self.slots += [(name, key) for key in itertools.product(*sizes)]
+        self.pos = {s: i for i, s in enumerate(self.slots)}
+        self.names = [self._slot_name(n, k) for n, k in self.slots]
+        self.initial: State = tuple(spec.objects[n].initial if n in spec.objects else spec.vars[n].init
+                                    for n, _ in self.slots)
+        self.bounds = self._bounds()
+        self._fire: dict[tuple[str, tuple[tuple[str, int], ...]], Callable[[State], State | None]] = {}
+        self.actions: list[Grounding] = []
+        self._successors: Callable[[State], Any] | None = None
+        self._symmetry: list[Callable[[State], State]] | None = None
+
+    @property
+    def successors(self) -> Callable[[State], Any]:
+        """``successors(st)`` yields ``(action code, next state)`` (compiled on first use)."""
+        if self._successors is None:
+            self._successors = self._compile_successors()
+        return self._successors
+
+    @property
+    def symmetry(self) -> list[Callable[[State], State]]:
+        """The non-identity permutations of interchangeable page and reader ids, as slot shuffles."""
+        if self._symmetry is None:
+            self._symmetry = self._permutations(*symmetric_dims(self.spec))
+        return self._symmetry
+
+    def _slot_name(self, name: str, key: tuple[int, ...]) -> str:
+        dims = SCOPE_ARGS[self.spec.scope_of(name)]
+        at = dict(zip(dims, key, strict=True))
+        return slot(name, at.get("p"), at.get("r"))
+
+    def _bounds(self) -> dict[int, tuple[int | None, int | None]]:
+        out: dict[int, tuple[int | None, int | None]] = {}
+        for i, (name, _) in enumerate(self.slots):
+            decl = self.spec.vars.get(name)
+            if decl is None or decl.type != "int":
+                continue
+            lo = evaluate(decl.min_expr, self.constants) if decl.min_expr is not None else None
+            hi = evaluate(decl.max_expr, self.constants) if decl.max_expr is not None else None
+            if lo is not None or hi is not None:
+                out[i] = (lo, hi)
+        return out
+
+    # -- code generation -----------------------------------------------------------------------
+    def py(self, e: Expr, env: Mapping[str, Any]) -> str:  # noqa: C901 - one case per node kind
+        """Python source of ``e`` over the state tuple ``st``, with ``env`` bound to concrete values."""
+        if isinstance(e, Const):
+            return repr(e.value)
+        if isinstance(e, Name):
+            if e.name in env:
+                return repr(env[e.name])
+            if e.name in self.constants:
+                return repr(self.constants[e.name])
+            return f"st[{self.pos[(e.name, ())]}]"
+        if isinstance(e, Index):
+            key = tuple(self._concrete(a, env) for a in e.args)
+            at = self.pos.get((e.name, key))
+            if at is None:
+                raise EncodingError(f"{e.name}{list(key)} is outside the instance")
+            return f"st[{at}]"
+        if isinstance(e, Unary):
+            return f"(not {self.py(e.operand, env)})" if e.op == "not" else f"(-{self.py(e.operand, env)})"
+        if isinstance(e, (Binary, Compare)):
+            return f"({self.py(e.left, env)} {e.op} {self.py(e.right, env)})"
+        if isinstance(e, InSet):
+            options = ", ".join(self.py(o, env) for o in e.options)
+            return f"({self.py(e.item, env)} {'not in' if e.negated else 'in'} ({options},))"
+        if isinstance(e, BoolOp):
+            return "(" + f" {e.op} ".join(self.py(v, env) for v in e.values) + ")"
+        if isinstance(e, Implies):
+            return f"((not {self.py(e.left, env)}) or bool({self.py(e.right, env)}))"
+        if isinstance(e, IfExp):
+            return f"({self.py(e.then, env)} if {self.py(e.cond, env)} else {self.py(e.other, env)})"
+        if isinstance(e, Reduce):
+            ids = range(self.spec.readers if e.domain == READERS else self.spec.pages)
+            parts = [self.py(e.body, {**env, e.var: i}) for i in ids]
+            if e.kind == "all":
+                return "(" + " and ".join(parts) + ")" if parts else "True"
+            if e.kind == "any":
+                return "(" + " or ".join(parts) + ")" if parts else "False"
+            return "(" + " + ".join(f"int({x})" for x in parts) + ")" if parts else "0"
+        raise TypeError(f"not an expression node: {e!r}")
+
+    def _concrete(self, e: Expr, env: Mapping[str, Any]) -> int:
+        """A subscript's value: subscripts depend only on ids, params' values and constants."""
+        return int(evaluate(e, {**self.constants, **env}))
+
+    def groundings(self, ev: Event) -> list[dict[str, int]]:
+        """Every ``{r, p, params}`` the event may fire with in the instance."""
+        axes: list[list[tuple[str, int]]] = []
+        if ev.takes_reader:
+            axes.append([("r", r) for r in self.spec.reader_range()])
+        if ev.takes_page:
+            axes.append([("p", p) for p in self.spec.page_range()])
+        for prm in ev.params:
+            axes.append([(prm.name, v) for v in range(prm.min, prm.max + 1)])
+        return [dict(combo) for combo in itertools.product(*axes)]
+
+    def _owner(self, ev: Event, env: Mapping[str, int]) -> int:
+        return self.pos[(ev.owner, tuple(env[d] for d in SCOPE_ARGS[ev.scope]))]
+
+    def writes(self, ev: Event, env: Mapping[str, int]) -> dict[int, str]:
+        """Slot index -> Python source of its new value (computed on the pre-state)."""
+        out = {self._owner(ev, env): repr(ev.target)}
+        for eff in ev.effects:
+            if self.keep is not None and eff.target not in self.keep.names:
+                continue  # outside the slice: its value matters to nothing kept, and it stays in bounds
+            dims = SCOPE_ARGS[self.spec.scope_of(eff.target)]
+            parts = eff.index.split(",") if eff.index is not None else []
+            axes = []
+            for dim, part in zip(dims, parts, strict=True):
+                size = self.spec.readers if dim == "r" else self.spec.pages
+                star = "s" if dim == "r" else "q"
+                axes.append([(i, star) for i in range(size)] if part == "*" else [(env[dim], None)])
+            for combo in itertools.product(*axes):
+                bound = {**env, **{star: i for i, star in combo if star is not None}}
+                out[self.pos[(eff.target, tuple(i for i, _ in combo))]] = self.py(eff.value, bound)
+        return out
+
+    def enabled_source(self, ev: Event, env: Mapping[str, int]) -> str:
+        """Source of "the owner is in a source state and the guard holds"."""
+        return f"st[{self._owner(ev, env)}] in {tuple(ev.sources)!r} and {self.py(ev.guard, env)}"
+
+    def in_domain(self, writes: Mapping[int, str]) -> str:
+        checks = []
+        for i in writes:
+            lo, hi = self.bounds.get(i, (None, None))
+            if lo is not None:
+                checks.append(f"v{i} >= {lo}")
+            if hi is not None:
+                checks.append(f"v{i} <= {hi}")
+        return " and ".join(checks) or "True"
+
+    def _compile_successors(self) -> Callable[[State], Any]:
+        lines = ["def successors(st):"]
+        for ev in self.spec.events:
+            if self.keep is not None and ev.name not in self.keep.events:
+                continue
+            for env in self.groundings(ev):
+                code = len(self.actions)
+                self.actions.append(Grounding(ev, env))
+                writes = self.writes(ev, env)
+                values = ", ".join(f"v{i}" if i in writes else f"st[{i}]" for i in range(len(self.slots)))
+                lines += [
+                    "    try:",
+                    f"        if {self.enabled_source(ev, env)}:",
+                    *[f"            v{i} = {v}" for i, v in writes.items()],
+                    f"            if {self.in_domain(writes)}:",
+                    f"                yield {code}, ({values},)",
+                    "    except ZeroDivisionError:",
+                    "        pass",
+                ]
+        if len(lines) == 1:
+            lines.append("    yield from ()")
+        return _define("\n".join(lines), "successors")
+
+    def fire(self, st: State, event: str, args: Mapping[str, int]) -> State | None:
+        """The state after ``event(args)`` fires in ``st``, or None if it may not (one action, compiled
+        on first use: used to replay a trace)."""
+        key = (event, tuple(sorted(args.items())))
+        fn = self._fire.get(key)
+        if fn is None:
+            ev = self.spec.event(event)
+            writes = self.writes(ev, args)
+            values = ", ".join(f"v{i}" if i in writes else f"st[{i}]" for i in range(len(self.slots)))
+            source = "\n".join([
+                "def fire(st):",
+                f"    if {self.enabled_source(ev, args)}:",
+                *[f"        v{i} = {v}" for i, v in writes.items()],
+                f"        if {self.in_domain(writes)}:",
+                f"            return ({values},)",
+                "    return None",
+            ])
+            fn = self._fire[key] = _define(source, "fire")
+        result: State | None = fn(st)
+        return result
+
+    def check(self, prop: Property) -> Callable[[State], bool]:
+        """A function telling whether ``prop`` holds in a state (a step property: at every enabling of
+        its event whose result stays in the domain)."""
+        if prop.kind != "step":
+            body = self.py(prop.expr, {})
+            source = f"def holds(st):\n    try:\n        return bool({body})\n    except ZeroDivisionError:\n" \
+                     "        return True  # undefined here: the property's definedness obligation reports it"
+            return _define(source, "holds")
+        ev = self.spec.event(str(prop.event))
+        lines = ["def holds(st):"]
+        for env in self.groundings(ev):
+            writes = self.writes(ev, env)
+            lines += [
+                "    try:",
+                f"        if {self.enabled_source(ev, env)}:",
+                *[f"            v{i} = {v}" for i, v in writes.items()],
+                f"            if {self.in_domain(writes)} and not ({self.py(prop.expr, env)}):",
+                "                return False",
+                "    except ZeroDivisionError:",
+                "        pass",
+            ]
+        lines.append("    return True")
+        return _define("\n".join(lines), "holds")
+
+    def _permutations(self, pages: bool, readers: bool) -> list[Callable[[State], State]]:
+        page_perms = list(itertools.permutations(range(self.spec.pages))) if pages else [tuple(self.spec.page_range())]
+        reader_perms = list(itertools.permutations(range(self.spec.readers))) if readers \
+            else [tuple(self.spec.reader_range())]
+        out = []
+        for pp, rr in itertools.product(page_perms, reader_perms):
+            if list(pp) == sorted(pp) and list(rr) == sorted(rr):
+                continue  # the identity, applied separately
+            index = [0] * len(self.slots)
+            for i, (name, key) in enumerate(self.slots):
+                dims = SCOPE_ARGS[self.spec.scope_of(name)]
+                moved = tuple(rr[k] if d == "r" else pp[k] for d, k in zip(dims, key, strict=True))
+                index[self.pos[(name, moved)]] = i
+            out.append(operator.itemgetter(*index) if len(index) > 1 else (lambda st, i=index[0]: (st[i],)))
+        return out
+
+    def canonical(self, st: State) -> State:
+        """The least of the states symmetric to ``st`` (``st`` itself without symmetry)."""
+        best = st
+        for perm in self.symmetry:
+            other = perm(st)
+            if other < best:
+                best = other
+        return best
+
+    def as_dict(self, st: State) -> dict[str, Any]:
+        """The state keyed by slot names, as traces show it."""
+        return dict(zip(self.names, st, strict=True))
+
+
+def _define(source: str, name: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<explicit {name}>", "exec"), namespace)  # noqa: S102 - source generated from the IR
+    return namespace[name]
+
+
+class ExplicitSearch:
+    """Breadth-first search for shortest violations of a set of properties."""
+
+    def __init__(self, system: ExplicitSystem) -> None:
+        self.system = system
+
+    def search(self, props: list[Property], max_depth: int, max_states: int = 200_000,
+               seconds: float | None = None) -> SearchOutcome:
+        """Shortest violating traces of ``props`` within ``max_depth`` steps, exploring at most
+        ``max_states`` states (and about ``seconds``); a level is either searched whole or not counted."""
+        start = time.perf_counter()
+        sys_ = self.system
+        checks = [(p, sys_.check(p)) for p in props]
+        found: dict[str, Trace] = {}
+        root = (sys_.initial, None, -1)  # (state, parent node, action code)
+        seen = {sys_.canonical(sys_.initial)}
+        level = [root]
+        depth = -1
+        for d in range(max_depth + 1):
+            for node in level:
+                for prop, holds in checks:
+                    if prop.name not in found and not holds(node[0]):
+                        found[prop.name] = self._trace(prop, node)
+            depth = d
+            if len(found) == len(props) or d == max_depth:
+                break
+            nxt = []
+            for node in level:
+                for code, succ in sys_.successors(node[0]):
+                    key = sys_.canonical(succ)
+                    if key not in seen:
+                        seen.add(key)
+                        nxt.append((succ, node, code))
+                if len(seen) > max_states or (seconds is not None and time.perf_counter() - start > seconds):
+                    return SearchOutcome(found, depth, len(seen), time.perf_counter() - start)
+            if not nxt:  # every reachable state has been checked
+                return SearchOutcome(found, max_depth, len(seen), time.perf_counter() - start, True)
+            level = nxt
+        return SearchOutcome(found, depth, len(seen), time.perf_counter() - start)
+
+    def _trace(self, prop: Property, node: tuple[Any, ...]) -> Trace:
+        chain = []
+        while node is not None:
+            chain.append(node)
+            node = node[1]
+        chain.reverse()
+        steps: list[Step] = []
+        prev: dict[str, Any] | None = None
+        for i, (st, _, code) in enumerate(chain):
+            state = self.system.as_dict(st)
+            event, args = (None, {}) if code < 0 else (self.system.actions[code].event.name,
+                                                       dict(self.system.actions[code].args))
+            changed = {} if prev is None else {k: (prev[k], v) for k, v in state.items() if prev[k] != v}
+            steps.append(Step(i, event, args, state, changed))
+            prev = state
+        return Trace(prop.name, tuple(steps), failing_conjuncts(self.system.spec, prop, steps))
