@@ -16,6 +16,7 @@ encoded once and renamed into each step with ``z3.substitute``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,29 +49,33 @@ class BoundedSearch:
             self.steps.append(self.ts.rename(self._step, (self._a, self.states[-1]), (self._b, nxt)))
             self.states.append(nxt)
 
-    def violation(self, depth: int, bad: Any, earlier: list[Property]) -> z3.ModelRef | None:
+    def violation(self, depth: int, bad: Any, earlier: list[Property],
+                  limits: SolverLimits | None = None) -> z3.ModelRef | None:
         """A model of the depth-``depth`` unrolling where ``bad`` holds in the last state and every
         property of ``earlier`` holds in each state before it; None if there is none."""
         self.deepen(depth)
-        solver = self.limits.solver()
+        solver = (limits or self.limits).solver()
         solver.add(*self.base, *self.steps[:depth])
         solver.add(*[self.ts.holds(p, s) for s in self.states[:depth] for p in earlier])
         solver.add(bad)
         answer = solver.check()
         if answer == z3.unknown:
-            raise Unknown(solver.reason_unknown())
+            raise Unknown(f"{solver.reason_unknown()} at depth {depth}")
         return solver.model() if answer == z3.sat else None
 
     def run(self, props: list[Property], max_depth: int, start: int = 0,
-            progress: Callable[[str], None] | None = None, stop_at_first: bool = False) -> dict[str, Trace]:
+            progress: Callable[[str], None] | None = None, stop_at_first: bool = False,
+            seconds: float | None = None) -> dict[str, Trace]:
         """For each of ``props``, a shortest violating trace of at most ``max_depth`` steps, if any.
 
         ``start``: every depth below it is already known to be free of violations (an exhaustive
         explicit search), so it is not queried.  At each depth one query asks whether any pending
         property fails in the last state; each model found refutes the properties it breaks (at this
-        depth, so their traces are shortest), and the query is repeated for the rest.
+        depth, so their traces are shortest), and the query is repeated for the rest.  ``seconds``
+        bounds the whole run: a query cut short raises :class:`Unknown` ("timeout").
         """
         found: dict[str, Trace] = {}
+        deadline = None if seconds is None else time.perf_counter() + seconds
         for depth in range(start, max_depth + 1):
             pending = [p for p in props if p.name not in found]
             if not pending:
@@ -80,7 +85,14 @@ class BoundedSearch:
             self.deepen(depth)
             last = self.states[depth]
             while pending:
-                model = self.violation(depth, z3.Or([z3.Not(self.ts.holds(p, last)) for p in pending]), pending)
+                limits = self.limits
+                if deadline is not None:
+                    left = int((deadline - time.perf_counter()) * 1000)
+                    if left <= 0:
+                        raise Unknown(f"timeout: bounded search stopped at depth {depth}")
+                    limits = SolverLimits(min(limits.timeout_ms, left), limits.rlimit)
+                model = self.violation(depth, z3.Or([z3.Not(self.ts.holds(p, last)) for p in pending]), pending,
+                                       limits)
                 if model is None:
                     break
                 broken = [p for p in pending if z3.is_false(model.eval(self.ts.holds(p, last), model_completion=True))]

@@ -27,7 +27,8 @@ from .definedness import Definedness, check_constant_divisors
 from .induction import Induction, SolverLimits, Unknown, timed
 from .layouts import layout_obligations
 from .partition import Partition
-from .search import CounterexampleSearch, SearchOptions
+from .search import CounterexampleSearch, Finding, SearchOptions
+from .slicing import Slice
 from .system import TransitionSystem
 from .trace import Trace
 
@@ -56,7 +57,8 @@ class CheckOptions:
 
     bmc_depth: int = 16  # deepest counterexample searched (explicit states, then BMC)
     max_k: int = 3
-    explicit_states: int = 60_000  # states the explicit search visits per property group before BMC
+    explicit_states: int = 150_000  # states the explicit search visits per property group before BMC
+    bmc_seconds: float | None = 20.0  # wall-clock budget of the bounded model checking of each property group
     limits: SolverLimits = field(default_factory=SolverLimits)
     search_depth: int = 0  # extra bounded search over all properties, reported separately
     constants: Mapping[str, int] | None = None
@@ -134,44 +136,86 @@ class Checker:
         return [by_name[p.name] for p in candidates], proved
 
     def settle(self, props: list[Property], proved: list[Property]) -> dict[str, Result]:
-        """Candidates that are not inductive: find shortest counterexamples, or prove by k-induction."""
+        """Candidates that are not inductive: shortest counterexamples (explicit states), else
+        k-induction, else deeper counterexamples (BMC), else UNKNOWN; one cone of influence at a time."""
         out: dict[str, Result] = {}
         if not props:
             return out
         opts = self.options
-        start = time.perf_counter()
-        search = CounterexampleSearch(self.spec, SearchOptions(opts.bmc_depth, opts.explicit_states, opts.limits,
-                                                               opts.constants), proved, self.progress)
-        try:
-            findings = search.run(props)
-        except Unknown as exc:
-            return {p.name: self._unknown(p, "bmc", time.perf_counter() - start, exc) for p in props}
-        seconds = time.perf_counter() - start
-        for prop in props:
-            found = findings[prop.name]
-            if found.trace is not None:
-                out[prop.name] = Result(prop.name, prop.kind, REFUTED, found.method, seconds, prop.rule,
-                                        trace=found.trace)
-            elif found.exhaustive:
-                out[prop.name] = Result(prop.name, prop.kind, PROVED, found.method, seconds, prop.rule)
-            else:
-                out[prop.name] = self.k_induct(prop, proved)
+        search = CounterexampleSearch(self.spec, SearchOptions(
+            max_depth=opts.bmc_depth, explicit_states=opts.explicit_states, bmc_seconds=opts.bmc_seconds,
+            limits=opts.limits, constants=opts.constants), proved, self.progress)
+        groups = search.groups(props)
+        own = {p.name: keep for keep, group in groups for p in group}
+        searched = {p.name: -1 for p in props}
+        for keep, group in reversed(groups):  # largest cone first: it also decides every property it contains
+            here = [p for p in props if p.name not in out and search.covers(keep, p)]
+            if not any(p in here for p in group):
+                continue
+            start = time.perf_counter()
+            findings = search.explicit(keep, here)
+            for p in here:
+                if self._settled(out, p, findings[p.name], start) is None:
+                    searched[p.name] = max(searched[p.name], findings[p.name].depth)
+        pending = [(own[p.name], p, searched[p.name]) for p in props if p.name not in out]
+        if pending:
+            start = time.perf_counter()
+            for prop, result in self.k_induct([p for _, p, _ in pending], proved,
+                                              min(d for _, _, d in pending)).items():
+                out[prop] = result
+        deeper: dict[Slice, list[tuple[Property, int]]] = {}
+        for keep, prop, depth in pending:
+            if prop.name not in out:
+                deeper.setdefault(keep, []).append((prop, depth))
+        for keep, items in deeper.items():
+            start = time.perf_counter()
+            found = search.bounded(keep, [p for p, _ in items], min(d for _, d in items) + 1)
+            for prop, _ in items:
+                if self._settled(out, prop, found[prop.name], start) is None:
+                    f = found[prop.name]
+                    detail = f"z3: {f.unknown}" if f.unknown else \
+                        f"not {opts.max_k}-inductive; no counterexample within {opts.bmc_depth} steps"
+                    out[prop.name] = Result(prop.name, prop.kind, UNKNOWN, f.method, time.perf_counter() - start,
+                                            prop.rule, detail=detail)
         return out
 
-    def k_induct(self, prop: Property, proved: list[Property]) -> Result:
-        """k-induction for k = 2..max_k; its base cases are covered by the BMC run before it."""
+    def _settled(self, out: dict[str, Result], prop: Property, found: Finding, start: float) -> Result | None:
+        """Record ``found`` for ``prop`` if it refutes or proves it; None if it does neither."""
+        seconds = time.perf_counter() - start
+        if found.trace is not None:
+            out[prop.name] = Result(prop.name, prop.kind, REFUTED, found.method, seconds, prop.rule, trace=found.trace)
+        elif found.exhaustive:
+            out[prop.name] = Result(prop.name, prop.kind, PROVED, found.method, seconds, prop.rule)
+        return out.get(prop.name)
+
+    def k_induct(self, props: list[Property], proved: list[Property], searched: int) -> dict[str, Result]:
+        """k-induction for k = 2..max_k, first for the conjunction of ``props`` (each assumed along the
+        path: stronger hypotheses), then for each alone; its base case (no violation within k - 1
+        steps) is the depth already searched exhaustively.  Only what it proves is returned."""
+        out: dict[str, Result] = {}
         start = time.perf_counter()
-        depth = self.options.bmc_depth
+        ks = range(2, min(self.options.max_k, searched + 1) + 1)
         try:
-            for k in range(2, min(self.options.max_k, depth + 1) + 1):
-                self.progress(f"{prop.name}: {k}-induction")
-                if self.induction.k_induction(prop, proved, k):
-                    return Result(prop.name, prop.kind, PROVED, f"{k}-induction", time.perf_counter() - start,
-                                  prop.rule)
+            for k in ks:
+                self.progress(f"{len(props)} properties together: {k}-induction")
+                if self.induction.k_induction_all(props, proved, k):
+                    for p in props:
+                        out[p.name] = Result(p.name, p.kind, PROVED, f"{k}-induction", time.perf_counter() - start,
+                                             p.rule)
+                    return out
+            if len(props) == 1:
+                return out
+            for prop in props:
+                for k in ks:
+                    self.progress(f"{prop.name}: {k}-induction")
+                    if self.induction.k_induction(prop, proved, k):
+                        out[prop.name] = Result(prop.name, prop.kind, PROVED, f"{k}-induction",
+                                                time.perf_counter() - start, prop.rule)
+                        break
         except Unknown as exc:
-            return self._unknown(prop, "k-induction", time.perf_counter() - start, exc)
-        return Result(prop.name, prop.kind, UNKNOWN, "k-induction", time.perf_counter() - start, prop.rule,
-                      detail=f"not {self.options.max_k}-inductive; no counterexample within {depth} steps")
+            for p in props:
+                out.setdefault(p.name, self._unknown(p, "k-induction", time.perf_counter() - start, exc))
+        return out
 
     def _unknown(self, prop: Property, method: str, seconds: float, exc: Unknown) -> Result:
         return Result(prop.name, prop.kind, UNKNOWN, method, seconds, prop.rule, detail=f"z3: {exc.reason}")

@@ -392,6 +392,7 @@ class ExplicitSearch:
         found: dict[str, Trace] = {}
         root = (sys_.initial, None, -1)  # (state, parent node, action code)
         seen = {sys_.canonical(sys_.initial)}
+        raw = {sys_.initial}
         level = [root]
         depth = -1
         for d in range(max_depth + 1):
@@ -405,6 +406,9 @@ class ExplicitSearch:
             nxt = []
             for node in level:
                 for code, succ in sys_.successors(node[0]):
+                    if succ in raw:  # the same concrete state again (a diamond): no need to canonicalise
+                        continue
+                    raw.add(succ)
                     key = sys_.canonical(succ)
                     if key not in seen:
                         seen.add(key)

@@ -126,20 +126,25 @@ class Induction:
         return alive
 
     def k_induction(self, prop: Property, assumed: list[Property], k: int) -> bool:
-        """The inductive step of k-induction (the base case is BMC to depth k-1, run by the caller)."""
+        """The inductive step of k-induction (the base case is a search to depth k-1, run by the caller)."""
+        return self.k_induction_all([prop], assumed, k)
+
+    def k_induction_all(self, props: list[Property], assumed: list[Property], k: int) -> bool:
+        """The inductive step of k-induction for the conjunction of ``props``."""
         states = [self.ts.state(f"k{i}") for i in range(k + 1)]
+        step = self.ts.trans(self.s0, self.s1)
         premises = []
         for i, s in enumerate(states):
             premises.append(self.ts.domain(s))
             premises += [self.ts.holds(a, s) for a in assumed]
             if i < k:
-                premises.append(self.ts.holds(prop, s))
-                premises.append(self.ts.trans(s, states[i + 1]))
+                premises += [self.ts.holds(p, s) for p in props]
+                premises.append(self.ts.rename(step, (self.s0, s), (self.s1, states[i + 1])))
         # Distinct states: the simple-path constraint makes k-induction complete for finite systems.
         for i in range(k + 1):
             for j in range(i + 1, k + 1):
                 premises.append(z3.Or([states[i][n] != states[j][n] for n, _, _ in self.ts.slots]))
-        return is_valid(self.limits, premises, self.ts.holds(prop, states[k]))
+        return is_valid(self.limits, premises, z3.And([self.ts.holds(p, states[k]) for p in props]))
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

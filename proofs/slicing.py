@@ -68,6 +68,7 @@ def event_reads(spec: Spec, ev: Event) -> set[str]:
 def cone(spec: Spec, props: Iterable[Property], constants: Mapping[str, int] | None = None) -> Slice:
     """The cone of influence of ``props`` (see the module docstring)."""
     bounds = Bounds(spec, constants)
+    props = list(props)
     names: set[str] = set()
     for prop in props:
         names |= property_reads(spec, prop)
@@ -83,7 +84,8 @@ def cone(spec: Spec, props: Iterable[Property], constants: Mapping[str, int] | N
         if grown == names:
             break
         names = grown
-    events = tuple(ev.name for ev in spec.events if _writes(ev) & names)
+    watched = {str(p.event) for p in props if p.kind == "step"}  # a step property is decided at its event
+    events = tuple(ev.name for ev in spec.events if _writes(ev) & names or ev.name in watched)
     return Slice(frozenset(names), events)
 
 
