@@ -209,6 +209,8 @@ def write_itf(spec: Spec, traces: list[Trace], path: str | Path) -> None:
     if len(traces) == 1:
         p.write_text(json.dumps(to_itf(spec, traces[0]), indent=1) + "\n")
         return
+    stem, suffix = (p.name[:-len(".itf.json")], ".itf.json") if p.name.endswith(".itf.json") \
+        else (p.stem, p.suffix or ".itf.json")
     for tr in traces:
-        target = p.with_name(f"{p.stem}-{tr.property_name}{p.suffix or '.itf.json'}")
+        target = p.with_name(f"{stem}-{tr.property_name}{suffix}")
         target.write_text(json.dumps(to_itf(spec, tr), indent=1) + "\n")
