@@ -25,7 +25,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from morphcache.spec.expr import (
     PAGES,
@@ -344,7 +344,7 @@ class ExplicitSystem:
         page_perms = list(itertools.permutations(range(self.spec.pages))) if pages else [tuple(self.spec.page_range())]
         reader_perms = list(itertools.permutations(range(self.spec.readers))) if readers \
             else [tuple(self.spec.reader_range())]
-        out = []
+        out: list[Callable[[State], State]] = []
         for pp, rr in itertools.product(page_perms, reader_perms):
             if list(pp) == sorted(pp) and list(rr) == sorted(rr):
                 continue  # the identity, applied separately
@@ -353,7 +353,7 @@ class ExplicitSystem:
                 dims = SCOPE_ARGS[self.spec.scope_of(name)]
                 moved = tuple(rr[k] if d == "r" else pp[k] for d, k in zip(dims, key, strict=True))
                 index[self.pos[(name, moved)]] = i
-            out.append(operator.itemgetter(*index) if len(index) > 1 else (lambda st, i=index[0]: (st[i],)))
+            out.append(_shuffle(index))
         return out
 
     def canonical(self, st: State) -> State:
@@ -368,6 +368,14 @@ class ExplicitSystem:
     def as_dict(self, st: State) -> dict[str, Any]:
         """The state keyed by slot names, as traces show it."""
         return dict(zip(self.names, st, strict=True))
+
+
+def _shuffle(index: list[int]) -> Callable[[State], State]:
+    """``st -> tuple(st[i] for i in index)``, at C speed."""
+    if len(index) == 1:
+        only = index[0]
+        return lambda st: (st[only],)
+    return cast(Callable[[State], State], operator.itemgetter(*index))
 
 
 def _define(source: str, name: str) -> Any:
@@ -390,7 +398,7 @@ class ExplicitSearch:
         sys_ = self.system
         checks = [(p, sys_.check(p)) for p in props]
         found: dict[str, Trace] = {}
-        root = (sys_.initial, None, -1)  # (state, parent node, action code)
+        root: tuple[Any, ...] = (sys_.initial, None, -1)  # (state, parent node, action code)
         seen = {sys_.canonical(sys_.initial)}
         raw = {sys_.initial}
         level = [root]
@@ -403,7 +411,7 @@ class ExplicitSearch:
             depth = d
             if len(found) == len(props) or d == max_depth:
                 break
-            nxt = []
+            nxt: list[tuple[Any, ...]] = []
             for node in level:
                 for code, succ in sys_.successors(node[0]):
                     if succ in raw:  # the same concrete state again (a diamond): no need to canonicalise

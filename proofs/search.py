@@ -114,8 +114,8 @@ class CounterexampleSearch:
         ts, assumed = self.slice_system(keep)
         out: dict[str, Finding] = {}
         try:
-            traces = BoundedSearch(ts, self.options.limits, assumed).run(props, self.options.max_depth, start,
-                                                                         self.progress, seconds=self.options.bmc_seconds)
+            bmc = BoundedSearch(ts, self.options.limits, assumed)
+            traces = bmc.run(props, self.options.max_depth, start, self.progress, seconds=self.options.bmc_seconds)
         except Unknown as exc:
             return {p.name: Finding(None, "bmc", start - 1, unknown=exc.reason) for p in props}
         for p in props:
