@@ -8,7 +8,8 @@ no solver involved.  Two things make it fast enough to be the checker's first se
   instance's readers and pages (a state is a tuple; a guard is a chain of tuple lookups);
 * symmetry reduction: when pages (readers) are interchangeable, i.e. a page id is only ever used to
   subscript or compared with ``==``/``!=`` with another page id (:func:`symmetric_dims`), states
-  that differ by a permutation of page (reader) ids are explored once.  Permutations preserve the
+  that differ by a permutation of page (reader) ids are explored once (a canonical key per state:
+  reader permutations applied, page blocks sorted).  Permutations preserve the
   transition relation, the initial state and the properties, so breadth-first distances and the
   reachability of a violation are unchanged; the traces kept are concrete, not canonical.
 
@@ -129,7 +130,8 @@ def _check_ids(spec: Spec, e: Expr, ids: Mapping[str, str], ok: dict[str, bool])
 class ExplicitSystem:
     """The instance as generated Python: initial state, successor function, property checks."""
 
-    def __init__(self, spec: Spec, constants: Mapping[str, int] | None = None, keep: Slice | None = None) -> None:
+    def __init__(self, spec: Spec, constants: Mapping[str, int] | None = None, keep: Slice | None = None,
+                 symmetry: bool = True) -> None:
         self.spec = spec
         self.keep = keep
         self.constants: dict[str, Any] = {**spec.constants, **(constants or {}),
@@ -149,7 +151,8 @@ class ExplicitSystem:
         self._fire: dict[tuple[str, tuple[tuple[str, int], ...]], Callable[[State], State | None]] = {}
         self.actions: list[Grounding] = []
         self._successors: Callable[[State], Any] | None = None
-        self._symmetry: list[Callable[[State], State]] | None = None
+        self.reduce = symmetry
+        self._canonical: _Canonical | None = None
 
     @property
     def successors(self) -> Callable[[State], Any]:
@@ -158,12 +161,6 @@ class ExplicitSystem:
             self._successors = self._compile_successors()
         return self._successors
 
-    @property
-    def symmetry(self) -> list[Callable[[State], State]]:
-        """The non-identity permutations of interchangeable page and reader ids, as slot shuffles."""
-        if self._symmetry is None:
-            self._symmetry = self._permutations(*symmetric_dims(self.spec))
-        return self._symmetry
 
     def _slot_name(self, name: str, key: tuple[int, ...]) -> str:
         dims = SCOPE_ARGS[self.spec.scope_of(name)]
@@ -340,38 +337,68 @@ class ExplicitSystem:
         lines.append("    return True")
         return _define("\n".join(lines), "holds")
 
-    def _permutations(self, pages: bool, readers: bool) -> list[Callable[[State], State]]:
-        page_perms = list(itertools.permutations(range(self.spec.pages))) if pages else [tuple(self.spec.page_range())]
-        reader_perms = list(itertools.permutations(range(self.spec.readers))) if readers \
-            else [tuple(self.spec.reader_range())]
-        out: list[Callable[[State], State]] = []
-        for pp, rr in itertools.product(page_perms, reader_perms):
-            if list(pp) == sorted(pp) and list(rr) == sorted(rr):
-                continue  # the identity, applied separately
-            index = [0] * len(self.slots)
-            for i, (name, key) in enumerate(self.slots):
-                dims = SCOPE_ARGS[self.spec.scope_of(name)]
-                moved = tuple(rr[k] if d == "r" else pp[k] for d, k in zip(dims, key, strict=True))
-                index[self.pos[(name, moved)]] = i
-            out.append(_shuffle(index))
-        return out
-
-    def canonical(self, st: State) -> State:
-        """The least of the states symmetric to ``st`` (``st`` itself without symmetry)."""
-        best = st
-        for perm in self.symmetry:
-            other = perm(st)
-            if other < best:
-                best = other
-        return best
+    def canonical(self, st: State) -> Any:
+        """A key equal for exactly the states symmetric to ``st``: the least, over the permutations of
+        interchangeable reader ids, of (the slots of no page, the per-page blocks of slots sorted); or
+        ``st`` itself without symmetry."""
+        if self._canonical is None:
+            pages, readers = symmetric_dims(self.spec) if self.reduce else (False, False)
+            self._canonical = _Canonical(self, pages, readers)
+        return self._canonical(st)
 
     def as_dict(self, st: State) -> dict[str, Any]:
         """The state keyed by slot names, as traces show it."""
         return dict(zip(self.names, st, strict=True))
 
 
+class _Canonical:
+    """Canonical keys of states under the permutations of interchangeable page and reader ids.
+
+    Readers: each permutation is applied to the whole tuple.  Pages: instead of every permutation, the
+    slots of each page (its per-page slots, then its per-(reader, page) slots) form a block, and the
+    blocks are sorted; two states differ by a page permutation exactly when their sorted blocks agree.
+    """
+
+    def __init__(self, system: ExplicitSystem, pages: bool, readers: bool) -> None:
+        spec = system.spec
+        self.identity = not pages and not readers
+        orders = list(itertools.permutations(range(spec.readers))) if readers else [tuple(spec.reader_range())]
+        self.readers: list[Callable[[State], State] | None] = []
+        for rr in orders:
+            if list(rr) == sorted(rr):
+                self.readers.append(None)
+                continue
+            index = [0] * len(system.slots)
+            for i, (name, key) in enumerate(system.slots):
+                dims = SCOPE_ARGS[spec.scope_of(name)]
+                moved = tuple(rr[k] if d == "r" else k for d, k in zip(dims, key, strict=True))
+                index[system.pos[(name, moved)]] = i
+            self.readers.append(_shuffle(index))
+        self.blocks: list[Callable[[State], State]] = []
+        self.rest: Callable[[State], State] | None = None
+        if pages:
+            page_of = {i: key[SCOPE_ARGS[spec.scope_of(name)].index("p")]
+                       for i, (name, key) in enumerate(system.slots) if "p" in SCOPE_ARGS[spec.scope_of(name)]}
+            self.blocks = [_shuffle([i for i in range(len(system.slots)) if page_of.get(i) == page])
+                           for page in spec.page_range()]
+            self.rest = _shuffle([i for i in range(len(system.slots)) if i not in page_of])
+
+    def __call__(self, st: State) -> Any:
+        if self.identity:
+            return st
+        best = None
+        for perm in self.readers:
+            t = st if perm is None else perm(st)
+            key = t if self.rest is None else (self.rest(t), *sorted([block(t) for block in self.blocks]))
+            if best is None or key < best:
+                best = key
+        return best
+
+
 def _shuffle(index: list[int]) -> Callable[[State], State]:
     """``st -> tuple(st[i] for i in index)``, at C speed."""
+    if not index:
+        return lambda st: ()
     if len(index) == 1:
         only = index[0]
         return lambda st: (st[only],)
