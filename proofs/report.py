@@ -13,6 +13,12 @@ def format_report(report: Report, spec: Any) -> str:
     """Human-readable report: one line per obligation, then each counterexample as a step table."""
     size = f"{spec.pages} pages" + (f", {spec.readers} readers" if spec.readers > 1 else "")
     lines = [f"morphcache check: {report.spec} ({size})"]
+    ghosts = sorted(spec.ghosts)
+    env = [ev.name for ev in spec.events if ev.env]
+    if ghosts or env:
+        lines.append("  ground truth: " + "; ".join(part for part in (
+            f"ghosts {', '.join(ghosts)}" if ghosts else "",
+            f"environment events {', '.join(env)}" if env else "") if part))
     width = max((len(r.name) for r in report.results), default=10)
     for r in report.results:
         tag = f"[{r.rule}]" if r.rule else f"[{r.kind}]"
