@@ -1,35 +1,25 @@
-"""Explicit-state search: breadth-first over the concrete states of the checked instance.
+"""The checked instance as generated Python: initial state, successor function, property checks.
 
-The instance is small (a few pages and readers, small constants), so its states can be enumerated
-one by one.  Breadth-first order makes the first violation found at each depth a shortest one, with
-no solver involved.  Two things make it fast enough to be the checker's first search:
+For the explicit-state search (:mod:`proofs.bfs`) and for replaying traces.  A state is a tuple with
+one entry per slot (``tail[0]``, ``frontier[r1]``, ``block[r0,2]``: the slots of
+:mod:`proofs.terms`), an object state by name.  Guards, effects and properties are compiled from the
+expression IR to Python source, grounded over the instance's readers and pages (reductions unrolled,
+subscripts resolved to tuple positions), so a guard is a chain of tuple lookups.  The source is built
+only from the IR (names, literals' ``repr``), never from spec text.
 
-* the transition function is generated as Python source from the expression IR, grounded over the
-  instance's readers and pages (a state is a tuple; a guard is a chain of tuple lookups);
-* symmetry reduction: when pages (readers) are interchangeable, i.e. a page id is only ever used to
-  subscript or compared with ``==``/``!=`` with another page id (:func:`symmetric_dims`), states
-  that differ by a permutation of page (reader) ids are explored once (a canonical key per state:
-  reader permutations applied, page blocks sorted).  Permutations preserve the
-  transition relation, the initial state and the properties, so breadth-first distances and the
-  reachability of a violation are unchanged; the traces kept are concrete, not canonical.
-
-The search stops at a depth or a state budget and reports how deep it looked exhaustively: the
-bounded model checker continues from there.  A division by zero raised while evaluating a guard or
-an effect disables that transition here; :mod:`proofs.definedness` reports it as a refuted
-obligation.
+A division by zero raised while evaluating a guard or an effect disables that transition here;
+:mod:`proofs.definedness` reports it as a refuted obligation.  A transition whose effects leave a
+declared bound is disabled, as in the proofs and the runtime.
 """
 
 from __future__ import annotations
 
 import itertools
-import operator
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from morphcache.spec.expr import (
-    PAGES,
     READERS,
     Binary,
     BoolOp,
@@ -43,16 +33,14 @@ from morphcache.spec.expr import (
     Name,
     Reduce,
     Unary,
-    children,
 )
 from morphcache.spec.interp import evaluate
 from morphcache.spec.model import SCOPE_ARGS, Event, Property, Spec
 
 from .slicing import Slice
+from .symmetry import Canonical, symmetric_dims
 from .terms import EncodingError, slot
-from .trace import Step, Trace, failing_conjuncts
 
-Key = tuple[int, ...]
 State = tuple[Any, ...]
 
 
@@ -65,66 +53,6 @@ class Grounding:
 
     def label(self) -> str:
         return f"{self.event.name}({', '.join(f'{k}={v}' for k, v in self.args.items())})"
-
-
-@dataclass(frozen=True)
-class SearchOutcome:
-    """What a search found: a shortest trace per violated property, and the depth searched exhaustively
-    (every state within ``depth`` steps was checked; -1 if not even the initial state)."""
-
-    traces: dict[str, Trace]
-    depth: int
-    states: int
-    seconds: float
-    complete: bool = False  # every reachable state was visited
-
-
-def symmetric_dims(spec: Spec) -> tuple[bool, bool]:
-    """``(pages, readers)``: whether page ids (reader ids) are interchangeable in every expression.
-
-    An id variable (``p``, ``r``, a variable bound by ``for q in pages``, the ``q``/``s`` of a
-    ``*`` effect) may only subscript directly or be compared with ``==``/``!=`` with another id.
-    """
-    exprs: list[tuple[Expr, dict[str, str]]] = []
-    for ev in spec.events:
-        base = {"p": PAGES, "r": READERS}
-        exprs.append((ev.guard, base))
-        for eff in ev.effects:
-            exprs.append((eff.value, {**base, "q": PAGES, "s": READERS}))
-            for part in (eff.index or "").split(","):
-                if part and part not in ("*", "p", "r"):
-                    return False, False
-    exprs += [(prop.expr, {"p": PAGES, "r": READERS} if prop.kind == "step" else {}) for prop in spec.properties]
-    ok = {PAGES: True, READERS: True}
-    for e, ids in exprs:
-        _check_ids(spec, e, ids, ok)
-    return ok[PAGES], ok[READERS]
-
-
-def _check_ids(spec: Spec, e: Expr, ids: Mapping[str, str], ok: dict[str, bool]) -> None:  # noqa: C901
-    def id_of(x: Expr) -> str | None:
-        return ids.get(x.name) if isinstance(x, Name) else None
-
-    if isinstance(e, Reduce):
-        _check_ids(spec, e.body, {**ids, e.var: e.domain}, ok)
-        return
-    if isinstance(e, Name):
-        if e.name in ids:
-            ok[ids[e.name]] = False  # an id used as a value
-        return
-    if isinstance(e, Index):
-        dims = SCOPE_ARGS[spec.scope_of(e.name)]
-        for dim, arg in zip(dims, e.args, strict=True):
-            domain = PAGES if dim == "p" else READERS
-            if id_of(arg) != domain:
-                ok[domain] = False  # a subscript that is not a bare id: p + 1, 0, ...
-                _check_ids(spec, arg, ids, ok)
-        return
-    if isinstance(e, Compare) and e.op in ("==", "!=") and id_of(e.left) is not None \
-            and id_of(e.left) == id_of(e.right):
-        return
-    for c in children(e):
-        _check_ids(spec, c, ids, ok)
 
 
 class ExplicitSystem:
@@ -152,7 +80,7 @@ class ExplicitSystem:
         self.actions: list[Grounding] = []
         self._successors: Callable[[State], Any] | None = None
         self.reduce = symmetry
-        self._canonical: _Canonical | None = None
+        self._canonical: Canonical | None = None
 
     @property
     def successors(self) -> Callable[[State], Any]:
@@ -343,7 +271,7 @@ class ExplicitSystem:
         ``st`` itself without symmetry."""
         if self._canonical is None:
             pages, readers = symmetric_dims(self.spec) if self.reduce else (False, False)
-            self._canonical = _Canonical(self, pages, readers)
+            self._canonical = Canonical(self.spec, self.slots, pages, readers)
         return self._canonical(st)
 
     def as_dict(self, st: State) -> dict[str, Any]:
@@ -351,123 +279,7 @@ class ExplicitSystem:
         return dict(zip(self.names, st, strict=True))
 
 
-class _Canonical:
-    """Canonical keys of states under the permutations of interchangeable page and reader ids.
-
-    Readers: each permutation is applied to the whole tuple.  Pages: instead of every permutation, the
-    slots of each page (its per-page slots, then its per-(reader, page) slots) form a block, and the
-    blocks are sorted; two states differ by a page permutation exactly when their sorted blocks agree.
-    """
-
-    def __init__(self, system: ExplicitSystem, pages: bool, readers: bool) -> None:
-        spec = system.spec
-        self.identity = not pages and not readers
-        orders = list(itertools.permutations(range(spec.readers))) if readers else [tuple(spec.reader_range())]
-        self.readers: list[Callable[[State], State] | None] = []
-        for rr in orders:
-            if list(rr) == sorted(rr):
-                self.readers.append(None)
-                continue
-            index = [0] * len(system.slots)
-            for i, (name, key) in enumerate(system.slots):
-                dims = SCOPE_ARGS[spec.scope_of(name)]
-                moved = tuple(rr[k] if d == "r" else k for d, k in zip(dims, key, strict=True))
-                index[system.pos[(name, moved)]] = i
-            self.readers.append(_shuffle(index))
-        self.blocks: list[Callable[[State], State]] = []
-        self.rest: Callable[[State], State] | None = None
-        if pages:
-            page_of = {i: key[SCOPE_ARGS[spec.scope_of(name)].index("p")]
-                       for i, (name, key) in enumerate(system.slots) if "p" in SCOPE_ARGS[spec.scope_of(name)]}
-            self.blocks = [_shuffle([i for i in range(len(system.slots)) if page_of.get(i) == page])
-                           for page in spec.page_range()]
-            self.rest = _shuffle([i for i in range(len(system.slots)) if i not in page_of])
-
-    def __call__(self, st: State) -> Any:
-        if self.identity:
-            return st
-        best = None
-        for perm in self.readers:
-            t = st if perm is None else perm(st)
-            key = t if self.rest is None else (self.rest(t), *sorted([block(t) for block in self.blocks]))
-            if best is None or key < best:
-                best = key
-        return best
-
-
-def _shuffle(index: list[int]) -> Callable[[State], State]:
-    """``st -> tuple(st[i] for i in index)``, at C speed."""
-    if not index:
-        return lambda st: ()
-    if len(index) == 1:
-        only = index[0]
-        return lambda st: (st[only],)
-    return cast(Callable[[State], State], operator.itemgetter(*index))
-
-
 def _define(source: str, name: str) -> Any:
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<explicit {name}>", "exec"), namespace)  # noqa: S102 - source generated from the IR
     return namespace[name]
-
-
-class ExplicitSearch:
-    """Breadth-first search for shortest violations of a set of properties."""
-
-    def __init__(self, system: ExplicitSystem) -> None:
-        self.system = system
-
-    def search(self, props: list[Property], max_depth: int, max_states: int = 200_000,
-               seconds: float | None = None) -> SearchOutcome:
-        """Shortest violating traces of ``props`` within ``max_depth`` steps, exploring at most
-        ``max_states`` states (and about ``seconds``); a level is either searched whole or not counted."""
-        start = time.perf_counter()
-        sys_ = self.system
-        checks = [(p, sys_.check(p)) for p in props]
-        found: dict[str, Trace] = {}
-        root: tuple[Any, ...] = (sys_.initial, None, -1)  # (state, parent node, action code)
-        seen = {sys_.canonical(sys_.initial)}
-        raw = {sys_.initial}
-        level = [root]
-        depth = -1
-        for d in range(max_depth + 1):
-            for node in level:
-                for prop, holds in checks:
-                    if prop.name not in found and not holds(node[0]):
-                        found[prop.name] = self._trace(prop, node)
-            depth = d
-            if len(found) == len(props) or d == max_depth:
-                break
-            nxt: list[tuple[Any, ...]] = []
-            for node in level:
-                for code, succ in sys_.successors(node[0]):
-                    if succ in raw:  # the same concrete state again (a diamond): no need to canonicalise
-                        continue
-                    raw.add(succ)
-                    key = sys_.canonical(succ)
-                    if key not in seen:
-                        seen.add(key)
-                        nxt.append((succ, node, code))
-                if len(seen) > max_states or (seconds is not None and time.perf_counter() - start > seconds):
-                    return SearchOutcome(found, depth, len(seen), time.perf_counter() - start)
-            if not nxt:  # every reachable state has been checked
-                return SearchOutcome(found, max_depth, len(seen), time.perf_counter() - start, True)
-            level = nxt
-        return SearchOutcome(found, depth, len(seen), time.perf_counter() - start)
-
-    def _trace(self, prop: Property, node: tuple[Any, ...]) -> Trace:
-        chain = []
-        while node is not None:
-            chain.append(node)
-            node = node[1]
-        chain.reverse()
-        steps: list[Step] = []
-        prev: dict[str, Any] | None = None
-        for i, (st, _, code) in enumerate(chain):
-            state = self.system.as_dict(st)
-            event, args = (None, {}) if code < 0 else (self.system.actions[code].event.name,
-                                                       dict(self.system.actions[code].args))
-            changed = {} if prev is None else {k: (prev[k], v) for k, v in state.items() if prev[k] != v}
-            steps.append(Step(i, event, args, state, changed))
-            prev = state
-        return Trace(prop.name, tuple(steps), failing_conjuncts(self.system.spec, prop, steps))

@@ -25,8 +25,9 @@ from typing import Any
 
 from morphcache.spec.model import Property, Spec
 
+from .bfs import ExplicitSearch
 from .bmc import BoundedSearch
-from .explicit import ExplicitSearch, ExplicitSystem
+from .explicit import ExplicitSystem
 from .induction import SolverLimits, Unknown
 from .slicing import Slice, cone, property_reads
 from .system import TransitionSystem

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from morphcache.cli import main
+from morphcache.proofs.bfs import ExplicitSearch
 from morphcache.proofs.bmc import shortest_counterexamples
 from morphcache.proofs.check import PROVED, REFUTED, UNKNOWN, Checker, CheckOptions
-from morphcache.proofs.explicit import ExplicitSearch, ExplicitSystem, symmetric_dims
+from morphcache.proofs.explicit import ExplicitSystem
 from morphcache.proofs.induction import Induction, SolverLimits
 from morphcache.proofs.slicing import cone
+from morphcache.proofs.symmetry import symmetric_dims
 from morphcache.proofs.system import TransitionSystem
 from morphcache.spec.loader import load_spec
 
