@@ -98,12 +98,12 @@ def main() -> int:
     print("\n== refuting each bad design (whole check: induction, search, partition, layouts)")
     designs = sorted((ROOT / "spec" / "designs").glob("*.yaml"))
     for path in designs:
-        print(f"  {path.stem:<22} {refutation(path)}", flush=True)
+        print(f"  {path.stem:<28} {refutation(path)}", flush=True)
     if args.compare_bmc:
         print("\n== the same with bounded model checking alone (no explicit-state search; 60 s budget per group)")
         options = CheckOptions(explicit_states=0, bmc_seconds=60.0)
         for path in designs:
-            print(f"  {path.stem:<22} {refutation(path, options)}", flush=True)
+            print(f"  {path.stem:<28} {refutation(path, options)}", flush=True)
 
     print("\n== unbounded proofs of the shipped design by instance size (whole check, seconds)")
     print("  pages " + "".join(f"  readers={r:<5}" for r in args.readers))

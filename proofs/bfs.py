@@ -50,7 +50,8 @@ class ExplicitSearch:
         checks = [(p, sys_.check(p)) for p in props]
         found: dict[str, Trace] = {}
         root: tuple[Any, ...] = (sys_.initial, None, -1)  # (state, parent node, action code)
-        seen = {sys_.canonical(sys_.initial)}
+        canonical = sys_.canonical
+        seen = {canonical(sys_.initial)}
         raw = {sys_.initial}
         level = [root]
         depth = -1
@@ -68,7 +69,7 @@ class ExplicitSearch:
                     if succ in raw:  # the same concrete state again (a diamond): no need to canonicalise
                         continue
                     raw.add(succ)
-                    key = sys_.canonical(succ)
+                    key = canonical(succ)
                     if key not in seen:
                         seen.add(key)
                         nxt.append((succ, node, code))

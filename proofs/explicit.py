@@ -33,6 +33,7 @@ from morphcache.spec.expr import (
     Name,
     Reduce,
     Unary,
+    walk,
 )
 from morphcache.spec.interp import evaluate
 from morphcache.spec.model import SCOPE_ARGS, Event, Property, Spec
@@ -80,7 +81,7 @@ class ExplicitSystem:
         self.actions: list[Grounding] = []
         self._successors: Callable[[State], Any] | None = None
         self.reduce = symmetry
-        self._canonical: Canonical | None = None
+        self._canonical: Callable[[State], Any] | None = None
 
     @property
     def successors(self) -> Callable[[State], Any]:
@@ -198,7 +199,9 @@ class ExplicitSystem:
         return " and ".join(checks) or "True"
 
     def _compile_successors(self) -> Callable[[State], Any]:
-        lines = ["def successors(st):"]
+        """``successors(st)``: the actions grouped by their owner's slot and source state, so each
+        owner's state is read once and only the actions leaving that state test their guards."""
+        blocks: dict[int, dict[str, list[list[str]]]] = {}
         for ev in self.spec.events:
             if self.keep is not None and ev.name not in self.keep.events:
                 continue
@@ -206,16 +209,20 @@ class ExplicitSystem:
                 code = len(self.actions)
                 self.actions.append(Grounding(ev, env))
                 writes = self.writes(ev, env)
-                values = ", ".join(f"v{i}" if i in writes else f"st[{i}]" for i in range(len(self.slots)))
-                lines += [
-                    "    try:",
-                    f"        if {self.enabled_source(ev, env)}:",
-                    *[f"            v{i} = {v}" for i, v in writes.items()],
-                    f"            if {self.in_domain(writes)}:",
-                    f"                yield {code}, ({values},)",
-                    "    except ZeroDivisionError:",
-                    "        pass",
-                ]
+                body = [f"if {self.py(ev.guard, env)}:",
+                        *[f"    v{i} = {v}" for i, v in writes.items()],
+                        f"    if {self.in_domain(writes)}:",
+                        f"        yield {code}, {_spliced(writes, len(self.slots))}"]
+                if _divides(ev):
+                    body = ["try:", *[f"    {line}" for line in body], "except ZeroDivisionError:", "    pass"]
+                for source in ev.sources:
+                    blocks.setdefault(self._owner(ev, env), {}).setdefault(source, []).append(body)
+        lines = ["def successors(st):"]
+        for owner, by_source in blocks.items():
+            lines.append(f"    o = st[{owner}]")
+            for n, (source, bodies) in enumerate(by_source.items()):
+                lines.append(f"    {'if' if n == 0 else 'elif'} o == {source!r}:")
+                lines += [f"        {line}" for body in bodies for line in body]
         if len(lines) == 1:
             lines.append("    yield from ()")
         return _define("\n".join(lines), "successors")
@@ -228,13 +235,12 @@ class ExplicitSystem:
         if fn is None:
             ev = self.spec.event(event)
             writes = self.writes(ev, args)
-            values = ", ".join(f"v{i}" if i in writes else f"st[{i}]" for i in range(len(self.slots)))
             source = "\n".join([
                 "def fire(st):",
                 f"    if {self.enabled_source(ev, args)}:",
                 *[f"        v{i} = {v}" for i, v in writes.items()],
                 f"        if {self.in_domain(writes)}:",
-                f"            return ({values},)",
+                f"            return {_spliced(writes, len(self.slots))}",
                 "    return None",
             ])
             fn = self._fire[key] = _define(source, "fire")
@@ -265,18 +271,40 @@ class ExplicitSystem:
         lines.append("    return True")
         return _define("\n".join(lines), "holds")
 
-    def canonical(self, st: State) -> Any:
-        """A key equal for exactly the states symmetric to ``st``: the least, over the permutations of
-        interchangeable reader ids, of (the slots of no page, the per-page blocks of slots sorted); or
-        ``st`` itself without symmetry."""
+    @property
+    def canonical(self) -> Callable[[State], Any]:
+        """``canonical(st)``: a key equal for exactly the states symmetric to ``st`` (the least, over
+        the permutations of interchangeable reader ids, of the slots of no page and the per-page blocks
+        of slots sorted); ``st`` itself without symmetry."""
         if self._canonical is None:
             pages, readers = symmetric_dims(self.spec) if self.reduce else (False, False)
-            self._canonical = Canonical(self.spec, self.slots, pages, readers)
-        return self._canonical(st)
+            self._canonical = Canonical(self.spec, self.slots, pages, readers).key
+        return self._canonical
 
     def as_dict(self, st: State) -> dict[str, Any]:
         """The state keyed by slot names, as traces show it."""
         return dict(zip(self.names, st, strict=True))
+
+
+def _spliced(writes: Mapping[int, str], size: int) -> str:
+    """Source of ``st`` with the written slots replaced by ``v{i}``: slices of ``st`` joined with the
+    new values (C-speed copies of the unchanged runs)."""
+    parts: list[str] = []
+    start = 0
+    for i in sorted(writes):
+        if i > start:
+            parts.append(f"st[{start}:{i}]")
+        parts.append(f"(v{i},)")
+        start = i + 1
+    if start < size:
+        parts.append(f"st[{start}:]")
+    return " + ".join(parts) if parts else "st"
+
+
+def _divides(ev: Event) -> bool:
+    """Whether the event's guard or effects divide (and so may raise ``ZeroDivisionError``)."""
+    exprs = [ev.guard, *(eff.value for eff in ev.effects)]
+    return any(isinstance(n, Binary) and n.op in ("//", "%") for e in exprs for n in walk(e))
 
 
 def _define(source: str, name: str) -> Any:

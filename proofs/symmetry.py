@@ -72,45 +72,57 @@ def _check_ids(spec: Spec, e: Expr, ids: Mapping[str, str], ok: dict[str, bool])
 class Canonical:
     """Canonical keys of states under the permutations of interchangeable page and reader ids.
 
-    Readers: each permutation is applied to the whole tuple.  Pages: instead of every permutation, the
-    slots of each page (its per-page slots, then its per-(reader, page) slots) form a block, and the
-    blocks are sorted; two states differ by a page permutation exactly when their sorted blocks agree.
+    A key is ``(rest, block, block, ...)``: ``rest`` the slots of no page, then one block per page (its
+    per-page slots, then its per-(reader, page) slots), the blocks sorted, so that two states differ
+    by a page permutation exactly when their keys agree; the key is the least over the permutations
+    of interchangeable readers.  Keys compare ``rest`` first, so only the reader permutations with the
+    least ``rest`` need their blocks built.  Every part is one C-level ``itemgetter`` of the state
+    (a reader permutation composed into it), and the key function is generated, unrolled.
     """
 
     def __init__(self, spec: Spec, slots: Sequence[tuple[str, tuple[int, ...]]], pages: bool, readers: bool) -> None:
         pos = {s: i for i, s in enumerate(slots)}
         self.identity = not pages and not readers
         orders = list(itertools.permutations(range(spec.readers))) if readers else [tuple(spec.reader_range())]
-        self.readers: list[Callable[[State], State] | None] = []
+        page_of = {i: key[SCOPE_ARGS[spec.scope_of(name)].index("p")]
+                   for i, (name, key) in enumerate(slots) if "p" in SCOPE_ARGS[spec.scope_of(name)]}
+        groups = [[i for i in range(len(slots)) if page_of.get(i) == page] for page in spec.page_range()] \
+            if pages else []
+        rest = [i for i in range(len(slots)) if not pages or i not in page_of]
+        self.parts: list[tuple[Callable[[State], State], list[Callable[[State], State]]]] = []
         for rr in orders:
-            if list(rr) == sorted(rr):
-                self.readers.append(None)
-                continue
-            index = [0] * len(slots)
+            moved = [0] * len(slots)  # the permuted state's slot j is the state's slot moved[j]
             for i, (name, key) in enumerate(slots):
                 dims = SCOPE_ARGS[spec.scope_of(name)]
-                moved = tuple(rr[k] if d == "r" else k for d, k in zip(dims, key, strict=True))
-                index[pos[(name, moved)]] = i
-            self.readers.append(shuffle(index))
-        self.blocks: list[Callable[[State], State]] = []
-        self.rest: Callable[[State], State] | None = None
-        if pages:
-            page_of = {i: key[SCOPE_ARGS[spec.scope_of(name)].index("p")]
-                       for i, (name, key) in enumerate(slots) if "p" in SCOPE_ARGS[spec.scope_of(name)]}
-            self.blocks = [shuffle([i for i in range(len(slots)) if page_of.get(i) == page])
-                           for page in spec.page_range()]
-            self.rest = shuffle([i for i in range(len(slots)) if i not in page_of])
+                moved[pos[(name, tuple(rr[k] if d == "r" else k for d, k in zip(dims, key, strict=True)))]] = i
+            self.parts.append((shuffle([moved[j] for j in rest]),
+                               [shuffle([moved[j] for j in group]) for group in groups]))
+        self.key = self._compile()
 
-    def __call__(self, st: State) -> Any:
+    def _compile(self) -> Callable[[State], Any]:
+        """The key function, unrolled over the reader permutations and page blocks."""
         if self.identity:
-            return st
-        best = None
-        for perm in self.readers:
-            t = st if perm is None else perm(st)
-            key = t if self.rest is None else (self.rest(t), *sorted([block(t) for block in self.blocks]))
-            if best is None or key < best:
-                best = key
-        return best
+            return lambda st: st
+        names: dict[str, Any] = {}
+        lines = ["def key(st):"]
+        keys = []
+        for i, (rest, blocks) in enumerate(self.parts):
+            names[f"rest{i}"] = rest
+            names.update({f"b{i}_{k}": block for k, block in enumerate(blocks)})
+            lines.append(f"    a{i} = rest{i}(st)")
+            sorted_blocks = f", *sorted(({', '.join(f'b{i}_{k}(st)' for k in range(len(blocks)))},))" if blocks else ""
+            keys.append(f"(a{i}{sorted_blocks})")
+        if len(self.parts) == 1:
+            lines.append(f"    return {keys[0]}")
+        else:
+            lines.append(f"    least = min({', '.join(f'a{i}' for i in range(len(self.parts)))})")
+            lines.append("    best = None")
+            for i, key in enumerate(keys):
+                lines += [f"    if a{i} == least:", f"        k = {key}", "        if best is None or k < best:",
+                          "            best = k"]
+            lines.append("    return best")
+        exec(compile("\n".join(lines), "<canonical key>", "exec"), names)  # noqa: S102 - no spec text in it
+        return cast(Callable[[State], Any], names["key"])
 
 
 def shuffle(index: list[int]) -> Callable[[State], State]:

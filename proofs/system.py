@@ -63,6 +63,7 @@ class TransitionSystem:
                 self.slots.append((slot(name, page, reader), kind, page))
         self._holds: dict[tuple[int, int], tuple[State, Property, Any]] = {}
         self._first: dict[int, tuple[State, Property, Any]] = {}
+        self._renamings: dict[tuple[tuple[int, int], ...], tuple[Any, int, Any, Any]] = {}
         events = [ev for ev in spec.events if keep is None or ev.name in keep.events]
         grounded = [(ev, r, p) for ev in events for r, p in self._groundings(ev)]
         self.actions = [Action(i, ev, p, r) for i, (ev, r, p) in enumerate(grounded)]
@@ -208,9 +209,23 @@ class TransitionSystem:
         return out
 
     def rename(self, formula: Any, *pairs: tuple[State, State]) -> Any:
-        """``formula`` with the constants of each ``(old, new)`` state pair replaced."""
-        subs = [(a, b) for old, new in pairs for a, b in zip(self.keys(old), self.keys(new), strict=True)]
-        return z3.substitute(formula, *subs) if subs else formula
+        """``formula`` with the constants of each ``(old, new)`` state pair replaced (the substitution's
+        C arrays are built once per pair of states and reused)."""
+        key = tuple((id(old), id(new)) for old, new in pairs)
+        hit = self._renamings.get(key)
+        if hit is None:
+            olds = [a for old, _ in pairs for a in self.keys(old)]
+            news = [b for _, new in pairs for b in self.keys(new)]
+            n = len(olds)
+            src, dst = (z3.Ast * n)(), (z3.Ast * n)()
+            for i, (a, b) in enumerate(zip(olds, news, strict=True)):
+                src[i], dst[i] = a.as_ast(), b.as_ast()
+            hit = (pairs, n, src, dst)  # the states are kept alive, so their ids stay theirs
+            self._renamings[key] = hit
+        _, n, src, dst = hit
+        if n == 0:
+            return formula
+        return z3.z3._to_expr_ref(z3.Z3_substitute(formula.ctx_ref(), formula.as_ast(), n, src, dst), formula.ctx)
 
     # -- properties ----------------------------------------------------------------------------
     def holds(self, prop: Property, s: State) -> Any:
