@@ -20,7 +20,10 @@ def _check(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     progress = (lambda msg: print(f"  .. {msg}", file=sys.stderr)) if args.verbose else None
     options = CheckOptions(bmc_depth=args.bmc_depth, max_k=args.max_k, search_depth=args.search_depth,
-                           limits=SolverLimits(timeout_ms=args.timeout_ms, rlimit=args.rlimit))
+                           limits=SolverLimits(timeout_ms=args.timeout_ms, rlimit=args.rlimit),
+                           explicit_states=args.explicit_states, bmc_seconds=args.bmc_seconds,
+                           parametric=args.parametric or args.parametric_constants,
+                           parametric_constants=args.parametric_constants)
     report = Checker(spec, options, progress).run()
     if args.json:
         Path(args.json).write_text(report_json(report, spec) + "\n") if args.json != "-" else print(
@@ -63,10 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
                                        "counterexample. Exit 0 all proved, 1 something refuted, 2 unknown or "
                                        "a spec error.")
     check.add_argument("spec", help="spec file (YAML)")
-    check.add_argument("--bmc-depth", type=int, default=16, help="deepest counterexample searched (default 16)")
+    check.add_argument("--bmc-depth", type=int, default=16,
+                       help="deepest counterexample searched, explicitly and by BMC (default 16)")
+    check.add_argument("--explicit-states", type=int, default=150_000,
+                       help="states the explicit-state search visits per cone of influence before BMC takes over "
+                            "(default 150000; 0: BMC alone)")
+    check.add_argument("--bmc-seconds", type=float, default=20.0,
+                       help="time budget of the bounded model checking of each cone (default 20; then UNKNOWN)")
     check.add_argument("--max-k", type=int, default=3, help="largest k tried by k-induction (default 3)")
     check.add_argument("--search-depth", type=int, default=0,
                        help="also run a bounded search over all properties to this depth, timed separately")
+    check.add_argument("--parametric", action="store_true",
+                       help="also prove for every instance size (symbolic pages and readers), reported separately")
+    check.add_argument("--parametric-constants", action="store_true",
+                       help="the same with the constants symbolic too")
     check.add_argument("--timeout-ms", type=int, default=60_000, help="Z3 timeout per query (default 60000)")
     check.add_argument("--rlimit", type=int, default=0, help="Z3 resource limit per query (0 = none)")
     check.add_argument("--trace-out", help="write refuted traces in ITF JSON to this path")

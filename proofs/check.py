@@ -26,6 +26,7 @@ from .bmc import search_all
 from .definedness import Definedness, check_constant_divisors
 from .induction import Induction, SolverLimits, Unknown, timed
 from .layouts import layout_obligations
+from .parametric import Parametric, ParametricResult
 from .partition import Partition
 from .search import CounterexampleSearch, Finding, SearchOptions
 from .slicing import Slice
@@ -62,6 +63,8 @@ class CheckOptions:
     limits: SolverLimits = field(default_factory=SolverLimits)
     search_depth: int = 0  # extra bounded search over all properties, reported separately
     constants: Mapping[str, int] | None = None
+    parametric: bool = False  # also prove for every instance size (symbolic pages and readers), reported separately
+    parametric_constants: bool = False  # ... with symbolic constants too
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Report:
     results: tuple[Result, ...]
     seconds: float
     search: SearchResult | None = None
+    parametric: ParametricResult | None = None  # evidence of its own: it does not change the exit code
 
     @property
     def exit_code(self) -> int:
@@ -119,7 +123,11 @@ class Checker:
         results += self.check_partition(proved)
         results += self.check_layouts()
         search = self.bounded_search() if self.options.search_depth else None
-        return Report(self.spec.name, tuple(results), time.perf_counter() - start, search)
+        parametric = None
+        if self.options.parametric:
+            parametric = Parametric(self.spec, self.options.parametric_constants,
+                                    self.options.limits.timeout_ms).houdini(self.spec.properties, self.progress)
+        return Report(self.spec.name, tuple(results), time.perf_counter() - start, search, parametric)
 
     # -- properties ------------------------------------------------------------------------------
     def prove_properties(self) -> tuple[list[Result], list[Property]]:
