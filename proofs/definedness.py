@@ -182,17 +182,10 @@ class Definedness:
         return cond
 
     def _at_source(self, ev: Event) -> Expr:
-        dims = SCOPE_ARGS[ev.scope]
-        owner: Expr = Index(ev.owner, tuple(Name(d) for d in dims)) if dims else Name(ev.owner)
-        return InSet(owner, tuple(Const(s) for s in ev.sources))
+        return at_source(ev)
 
     def _ground(self, ev: Event, body: Expr) -> Expr:
-        """``body`` for every reader and page the event may act for."""
-        if ev.takes_page:
-            body = Reduce("all", "p", body, ev.loc, PAGES)
-        if ev.takes_reader:
-            body = Reduce("all", "r", body, ev.loc, READERS)
-        return body
+        return for_every_grounding(ev, body)
 
     def _lookup_expressions(self) -> Iterator[Expr]:
         lookup = self.spec.lookup
@@ -226,3 +219,28 @@ def check_constant_divisors(spec: Spec, constants: dict[str, int] | None = None)
         for node in _postorder(e):
             if isinstance(node, Binary) and node.op in ("//", "%") and d.constant(node.right):
                 d.divisor_condition(node)
+
+
+def at_source(ev: Event) -> Expr:
+    """``owner in {sources}`` of ``ev`` (free names ``r``/``p`` as its scope takes them)."""
+    dims = SCOPE_ARGS[ev.scope]
+    owner: Expr = Index(ev.owner, tuple(Name(d) for d in dims)) if dims else Name(ev.owner)
+    return InSet(owner, tuple(Const(s) for s in ev.sources))
+
+
+def for_every_grounding(ev: Event, body: Expr) -> Expr:
+    """``body`` for every reader and page ``ev`` may act for (``all`` over ``r`` and ``p``)."""
+    if ev.takes_page:
+        body = Reduce("all", "p", body, ev.loc, PAGES)
+    if ev.takes_reader:
+        body = Reduce("all", "r", body, ev.loc, READERS)
+    return body
+
+
+def whenever_enabled(spec: Spec, prop: Property) -> Expr:
+    """A step property as an invariant: for every grounding of its event, if the event is enabled
+    (source state and guard), the property's expression holds.  Stronger than the step property
+    (which also asks that the result stay in bounds), so proving it proves the step property."""
+    ev = spec.event(str(prop.event))
+    return for_every_grounding(ev, _implies(_and([at_source(ev), ev.guard]), prop.expr))
+

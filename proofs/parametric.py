@@ -16,13 +16,17 @@ an unsatisfiable query is a proof:
   instantiated at every index of the pool: the event's reader and page and those fresh indexes.
 
 A satisfiable query may be spurious (an instantiation missing): the candidate is dropped, not
-refuted; a dropped candidate is never reported PROVED.  Sums over a symbolic domain have no such
-encoding: in a guard or an effect a sum is any integer (more behaviours, still sound); a property or
-lemma with a sum is not attempted.  Step properties and event params are not attempted either.
+refuted; a dropped candidate is never reported PROVED.  A sum over a symbolic domain is carried as
+derived state (:mod:`proofs.aggregates`), with the facts every sum of non-negative terms obeys (each
+term between 0 and the sum); a sum without an aggregate is any integer in a guard or an effect (more
+behaviours, still sound) and keeps a property from being attempted.  A step property is attempted as
+the invariant "whenever its event is enabled, its expression holds" (stronger, so its proof proves
+it); events with params are not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
 import time
@@ -49,6 +53,9 @@ from morphcache.spec.expr import (
 )
 from morphcache.spec.model import SCOPE_ARGS, Event, Property, Spec
 
+from .aggregates import Aggregate, collect, shape, spec_expressions
+from .definedness import whenever_enabled
+from .slicing import Bounds
 from .terms import floor_div
 
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {"+": operator.add, "-": operator.sub, "*": operator.mul,
@@ -104,6 +111,8 @@ class Parametric:
                 self.consts[name] = z3.IntVal(value)
         self.names = [*spec.vars, *spec.objects]
         self._fresh = itertools.count()
+        self.aggregates = collect(spec, spec_expressions(spec))
+        self.bounds = Bounds(spec)
 
     # -- states ------------------------------------------------------------------------------
     def state(self, tag: str) -> dict[str, Any]:
@@ -114,6 +123,11 @@ class Parametric:
             for _ in SCOPE_ARGS[self.spec.scope_of(n)]:
                 sort = z3.ArraySort(z3.IntSort(), sort)
             s[n] = z3.Const(f"{n}@{tag}", sort)
+        for agg in self.aggregates.values():
+            sort = z3.IntSort()
+            for _ in agg.dims:
+                sort = z3.ArraySort(z3.IntSort(), sort)
+            s[agg.key] = z3.Const(f"{agg.key}@{tag}", sort)
         return s
 
     def fresh(self, kind: str) -> Any:
@@ -176,6 +190,12 @@ class Parametric:
                havoc: bool) -> Any:
         dim = "r" if e.domain == READERS else "p"
         if e.kind == "sum":
+            found = shape(self.spec, e)
+            if found is not None and found[0] in self.aggregates and s:
+                value = s[self.aggregates[found[0]].key]
+                for name in found[1]:
+                    value = z3.Select(value, env[name])
+                return value
             if havoc:
                 return self.fresh("sum")  # any integer: an over-approximation of the behaviours
             raise Unsupported("a sum over a symbolic domain")
@@ -225,6 +245,7 @@ class Parametric:
 
     def init(self, s: dict[str, Any]) -> Any:
         parts = []
+        initial: dict[str, Any] = {}
         for n in self.names:
             if n in self.spec.objects:
                 v: Any = z3.IntVal(self.spec.objects[n].states.index(self.spec.objects[n].initial))
@@ -234,6 +255,15 @@ class Parametric:
             for _ in SCOPE_ARGS[self.spec.scope_of(n)]:
                 v = z3.K(z3.IntSort(), v)
             parts.append(s[n] == v)
+            initial[n] = v
+        for agg in self.aggregates.values():  # every term of the sum has the body's initial value
+            env = {agg.node.var: self.fresh("v"), **{name: self.fresh("i") for name in agg.free}}
+            body = self.term(agg.node.body, initial, env, Pool(), None)
+            count = self.R if agg.node.domain == READERS else self.P
+            total: Any = count * z3.simplify(_as_int(body))
+            for _ in agg.dims:
+                total = z3.K(z3.IntSort(), total)
+            parts.append(s[agg.key] == total)
         return z3.And(parts)
 
     def step(self, ev: Event, s: dict[str, Any], t: dict[str, Any], env: dict[str, Any], pool: Pool) -> Any:
@@ -260,7 +290,63 @@ class Parametric:
 
             new[eff.target] = self._write(new.get(eff.target, s[eff.target]), tdims, index, env, value)
         parts += [t[n] == new.get(n, s[n]) for n in self.names]
+        writes = [(ev.owner, [env[d] for d in dims])]
+        writes += [(eff.target, [env[part] if part in env else None for part in (eff.index.split(",") if eff.index
+                                                                                else [])]) for eff in ev.effects]
+        for agg in self.aggregates.values():
+            updated = self._aggregate(agg, writes, s, t)
+            if updated is not None:
+                parts.append(t[agg.key] == updated)
         return z3.And(parts)
+
+    def _aggregate(self, agg: Aggregate, writes: list[tuple[str, list[Any]]], s: dict[str, Any],
+                   t: dict[str, Any]) -> Any:
+        """The aggregate after the writes (see :mod:`proofs.aggregates`), or None: unconstrained."""
+        at: dict[str, Any] | None = None
+        for var, index in writes:
+            for read, names in agg.reads:
+                if read != var:
+                    continue
+                if not names or len(names) != len(index) or any(i is None for i in index):
+                    return None  # a system variable or a * write: every term may change
+                here = dict(zip(names, index, strict=True))
+                if agg.node.var not in here:
+                    return None  # a write that changes the term of every bound value
+                if at is None:
+                    at = here
+                elif set(at) != set(here) or any(not z3.eq(at[k], here[k]) for k in at):
+                    return None  # writes at different elements
+        if at is None:
+            return s[agg.key]
+        before = _as_int(self.term(agg.node.body, s, at, Pool(), None))
+        after = _as_int(self.term(agg.node.body, t, at, Pool(), None))
+        return self._bump(s[agg.key], [at[name] for name in agg.free], after - before)
+
+    def sum_facts(self, s: dict[str, Any], pool: Pool) -> list[Any]:
+        """What holds of every sum of non-negative terms: each term lies between 0 and the sum (at the
+        indexes of the pool).  True of the real sums, so sound to assume of the aggregates."""
+        out = []
+        for agg in self.aggregates.values():
+            if self.bounds.interval(agg.node.body)[0] < 0 and not _counts(agg.node.body):
+                continue
+            domains = [READERS if d == "r" else "pages" for d in agg.dims]
+            bound_domain = agg.node.domain
+            for v in list(pool.of(bound_domain)):
+                for combo in itertools.product(*[list(pool.of(d)) for d in domains]):
+                    env = {agg.node.var: v, **dict(zip(agg.free, combo, strict=True))}
+                    term = _as_int(self.term(agg.node.body, s, env, Pool(), None))
+                    total = s[agg.key]
+                    for i in combo:
+                        total = z3.Select(total, i)
+                    rng = [self.in_range(v, "r" if bound_domain == READERS else "p")]
+                    rng += [self.in_range(i, d) for i, d in zip(combo, agg.dims, strict=True)]
+                    out.append(z3.Implies(z3.And(rng), z3.And(term >= 0, term <= total)))
+        return out
+
+    def _bump(self, arr: Any, index: list[Any], delta: Any) -> Any:
+        if not index:
+            return arr + delta
+        return z3.Store(arr, index[0], self._bump(z3.Select(arr, index[0]), index[1:], delta))
 
     def _write(self, arr: Any, dims: list[str], index: list[str], env: dict[str, Any],
                value: Callable[[dict[str, Any]], Any], bound: dict[str, Any] | None = None) -> Any:
@@ -284,8 +370,10 @@ class Parametric:
         alive: list[Property] = []
         for c in candidates:
             if c.kind == "step":
-                skipped[c.name] = "a step property"
-                continue
+                if self.spec.event(str(c.event)).params:
+                    skipped[c.name] = "a step property of an event with params"
+                    continue
+                c = dataclasses.replace(c, kind="invariant", expr=whenever_enabled(self.spec, c))
             try:
                 self.term(c.expr, self.state("probe"), {}, Pool([self.fresh("q")], [self.fresh("s")]), True)
             except Unsupported as exc:
@@ -336,8 +424,22 @@ class Parametric:
             return False
         hyps = [self.term(a.expr, s, {}, pool, True) for a in alive]
         solver = self._solver()
-        solver.add(trans, *hyps, self.domain(s, pool), self.domain(t, pool), z3.Not(goal), *pool.facts)
+        solver.add(trans, *hyps, self.domain(s, pool), self.domain(t, pool), z3.Not(goal), *pool.facts,
+                   *self.sum_facts(s, pool), *self.sum_facts(t, pool))
         return bool(solver.check() == z3.unsat)
+
+
+def _counts(e: Expr) -> bool:
+    """Whether a sum's body is a count (a boolean, or ``1 if c else 0``)."""
+    if isinstance(e, IfExp):
+        return isinstance(e.then, Const) and isinstance(e.other, Const) and e.then.value in (0, 1) \
+            and e.other.value in (0, 1)
+    return isinstance(e, (Compare, BoolOp, InSet, Unary, Implies))
+
+
+def _as_int(x: Any) -> Any:
+    """A sum's body counts a boolean as 0 or 1."""
+    return z3.If(x, 1, 0) if z3.is_bool(x) else x
 
 
 def _object(e: Expr, spec: Spec) -> str | None:
