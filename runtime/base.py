@@ -35,7 +35,7 @@ from .search import HitSearch
 from .store import MemoryPageStore, PageStore
 from .tiers import DiskTier, HostTier, SlotPool
 
-SHIPPED_SPEC = Path(loader.__file__).resolve().parent / "hybrid.yaml"  # installed beside morphcache.spec
+SHIPPED_SPEC = Path(loader.__file__).resolve().parent / "hybrid_single.yaml"  # installed beside morphcache.spec
 
 
 def _load(spec: Spec | str | Path | None) -> Spec:

@@ -10,9 +10,8 @@ from morphcache.engine import Engine, EngineConfig, TritonOps
 from morphcache.engine.ops import layout_alignment
 from morphcache.kernels import AlignmentError
 from morphcache.model import HybridModel
+from morphcache.runtime.base import SHIPPED_SPEC as SHIPPED  # the spec the runtime executes
 from morphcache.spec.loader import load_spec
-
-SHIPPED = Path(__file__).resolve().parents[2] / "spec" / "hybrid.yaml"
 
 
 def _variant(tmp_path: Path, align: int) -> Path:
