@@ -1,14 +1,21 @@
 """Proof benchmark: unbounded proofs of the shipped design, refutation of each bad design, and how
-check time grows with the instance size (pages) and with the depth of a bounded search.
+check time grows with the instance size (pages x readers) and with the depth of a bounded search.
 
-    python benchmarks/bench_proofs.py [--repeats 5] [--depths 10 20 40] [--depth-budget 300]
+    python benchmarks/bench_proofs.py [--repeats 5] [--pages 2 3 4 5 6] [--readers 2 3 4]
+                                      [--depths 10 20] [--depth-budget 120] [--compare-bmc]
+                                      [--parametric] [--parametric-constants]
 
-Every figure is measured in this run on this machine; nothing is asserted about time.
+``--compare-bmc`` also times each bad design with the explicit-state search switched off (bounded
+model checking alone finds the counterexamples), the baseline of the catalogue figures.
+``--parametric`` times the proof of the shipped design for every instance size (symbolic pages and
+readers; ``--parametric-constants``: constants symbolic too).  Every figure
+is measured in this run on this machine; nothing is asserted about time.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -16,11 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-from morphcache.proofs.bmc import Unrolling
-from morphcache.proofs.check import PROVED, Checker, CheckOptions
+from morphcache.proofs.bmc import BoundedSearch
+from morphcache.proofs.check import PROVED, REFUTED, Checker, CheckOptions
 from morphcache.proofs.induction import SolverLimits, Unknown
+from morphcache.proofs.parametric import Parametric
 from morphcache.proofs.system import TransitionSystem
 from morphcache.spec.loader import load_spec
+from morphcache.spec.model import Spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "spec" / "hybrid.yaml"
@@ -28,79 +37,98 @@ SHIPPED = ROOT / "spec" / "hybrid.yaml"
 
 def machine() -> str:
     """A one-line description of the machine."""
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{platform.processor() or platform.machine()}, {cores} cores usable, Python {platform.python_version()}"
 
 
-def proofs_only(spec_path: Path, pages: int | None = None) -> tuple[float, int, int]:
-    """Seconds for the full check (induction, partition, layouts), proved count, total count."""
-    spec = load_spec(spec_path, pages=pages)
+def full_check(spec: Spec, options: CheckOptions | None = None) -> tuple[float, int, int, int]:
+    """Seconds for the whole check, proved count, total count, exit code."""
     start = time.perf_counter()
-    report = Checker(spec).run()
+    report = Checker(spec, options).run()
     seconds = time.perf_counter() - start
-    return seconds, sum(r.status == PROVED for r in report.results), len(report.results)
+    return seconds, sum(r.status == PROVED for r in report.results), len(report.results), report.exit_code
 
 
-def bounded(depth: int, budget: float, pages: int | None = None) -> str:
-    """Time a bounded search over all properties to ``depth``; stop when ``budget`` seconds are spent."""
-    spec = load_spec(SHIPPED, pages=pages)
+def refutation(path: Path, options: CheckOptions | None = None) -> str:
+    """One row of the catalogue table: time, exit code, what refuted the targeted obligation."""
+    spec = load_spec(path)
+    start = time.perf_counter()
+    report = Checker(spec, options).run()
+    seconds = time.perf_counter() - start
+    shown = []
+    for r in report.results:
+        if r.name in spec.refutes and r.status == REFUTED:
+            shown.append(r.method if r.trace is not None else f"{r.method} witness")
+    return f"{seconds:7.2f} s   exit {report.exit_code}   {'; '.join(shown) or 'NOT REFUTED'}"
+
+
+def bounded(depth: int, budget: float) -> str:
+    """Time a bounded search over all properties of the shipped design to ``depth`` (BMC, whole
+    system); stop when ``budget`` seconds are spent."""
+    spec = load_spec(SHIPPED)
     ts = TransitionSystem(spec)
     props = [p for p in spec.properties if p.kind != "lemma"]
-    remaining = budget
     start = time.perf_counter()
-    unrolling = Unrolling(ts, SolverLimits(timeout_ms=max(1, int(remaining * 1000))))
-    import z3
-
-    for k in range(depth + 1):
-        if k:
-            unrolling.extend()
-        last = unrolling.states[-1]
-        remaining = budget - (time.perf_counter() - start)
-        if remaining <= 0:
-            return f"stopped at depth {k - 1} after {budget:.0f} s budget"
-        unrolling.solver.set("timeout", max(1, int(remaining * 1000)))
-        try:
-            model = unrolling.violation(z3.Or([z3.Not(ts.holds(p, last)) for p in props]),
-                                        lambda s: z3.And([ts.holds(p, s) for p in props]))
-        except Unknown:
-            return f"stopped at depth {k} after {budget:.0f} s budget"
-        if model is not None:
-            return f"COUNTEREXAMPLE at depth {k}"
+    search = BoundedSearch(ts, SolverLimits())
+    try:
+        found = search.run(props, depth, 0, stop_at_first=True, seconds=budget)
+    except Unknown as exc:
+        return f"stopped after {budget:.0f} s budget ({exc.reason})"
+    if found:
+        return f"COUNTEREXAMPLE ({next(iter(found))})"
     return f"{time.perf_counter() - start:8.2f} s  (nothing found)"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5, help="runs of the shipped design's proofs (median)")
-    parser.add_argument("--pages", type=int, nargs="+", default=[2, 3, 4, 5, 6], help="instance sizes")
-    parser.add_argument("--depths", type=int, nargs="+", default=[10, 20, 40], help="bounded-search depths")
-    parser.add_argument("--depth-budget", type=float, default=300.0, help="seconds allowed per bounded search")
+    parser.add_argument("--pages", type=int, nargs="+", default=[2, 3, 4, 5, 6], help="instance sizes: pages")
+    parser.add_argument("--readers", type=int, nargs="+", default=[2, 3, 4], help="instance sizes: readers")
+    parser.add_argument("--depths", type=int, nargs="+", default=[10, 20], help="bounded-search depths")
+    parser.add_argument("--depth-budget", type=float, default=120.0, help="seconds allowed per bounded search")
+    parser.add_argument("--compare-bmc", action="store_true",
+                        help="also refute each bad design with BMC alone (no explicit-state search)")
+    parser.add_argument("--parametric", action="store_true", help="also prove the shipped design for every size")
+    parser.add_argument("--parametric-constants", action="store_true", help="... with symbolic constants too")
     args = parser.parse_args()
 
     print(f"machine: {machine()}")
-    print(f"\n== unbounded proofs of {SHIPPED.name} ({args.repeats} runs)")
-    runs = [proofs_only(SHIPPED) for _ in range(args.repeats)]
+    shipped = load_spec(SHIPPED)
+    print(f"\n== unbounded proofs of {SHIPPED.name}: {shipped.pages} pages, {shipped.readers} readers "
+          f"({args.repeats} runs of the whole check)")
+    runs = [full_check(shipped) for _ in range(args.repeats)]
     times = [r[0] for r in runs]
-    print(f"  obligations proved: {runs[0][1]}/{runs[0][2]}")
+    print(f"  obligations proved: {runs[0][1]}/{runs[0][2]}, exit {runs[0][3]}")
     print(f"  median {statistics.median(times):.3f} s   min {min(times):.3f} s   max {max(times):.3f} s")
 
-    print("\n== refuting each bad design (full check: induction, BMC, partition, layouts)")
-    for path in sorted((ROOT / "spec" / "designs").glob("*.yaml")):
-        spec = load_spec(path)
-        start = time.perf_counter()
-        report = Checker(spec, CheckOptions()).run()
-        seconds = time.perf_counter() - start
-        lengths = [r.trace.length for r in report.refuted if r.trace is not None and r.name in spec.refutes]
-        shown = f"{lengths[0]}-step trace" if lengths else "one-state witness"
-        print(f"  {path.stem:<22} {seconds:7.2f} s   exit {report.exit_code}   {shown}", flush=True)
+    print("\n== refuting each bad design (whole check: induction, search, partition, layouts)")
+    designs = sorted((ROOT / "spec" / "designs").glob("*.yaml"))
+    for path in designs:
+        print(f"  {path.stem:<28} {refutation(path)}", flush=True)
+    if args.compare_bmc:
+        print("\n== the same with bounded model checking alone (no explicit-state search; 60 s budget per group)")
+        options = CheckOptions(explicit_states=0, bmc_seconds=60.0)
+        for path in designs:
+            print(f"  {path.stem:<28} {refutation(path, options)}", flush=True)
 
-    print("\n== unbounded proof time by instance size (pages)")
+    print("\n== unbounded proofs of the shipped design by instance size (whole check, seconds)")
+    print("  pages " + "".join(f"  readers={r:<5}" for r in args.readers))
     for pages in args.pages:
-        seconds, proved, total = proofs_only(SHIPPED, pages)
-        print(f"  pages={pages}   {seconds:7.3f} s   proved {proved}/{total}", flush=True)
+        row = []
+        for readers in args.readers:
+            seconds, proved, total, code = full_check(dataclasses.replace(shipped, pages=pages, readers=readers))
+            row.append(f"{seconds:7.2f}" + ("" if code == 0 else f" ({total - proved} not proved)"))
+        print(f"  {pages:<5} " + "".join(f"  {cell:<13}" for cell in row), flush=True)
 
-    print(f"\n== bounded search over all properties (3 pages; budget {args.depth_budget:.0f} s each)")
+    print(f"\n== bounded search over all properties of the shipped design (budget {args.depth_budget:.0f} s each)")
     for depth in args.depths:
         print(f"  depth={depth:<3} {bounded(depth, args.depth_budget)}", flush=True)
+    for symbolic in [False] * args.parametric + [True] * args.parametric_constants:
+        result = Parametric(shipped, symbolic).houdini(shipped.properties)
+        what = "pages, readers and constants" if symbolic else "pages and readers"
+        print(f"\n== the shipped design for every instance size (symbolic {what})")
+        print(f"  {len(result.proved)} of {len(shipped.properties)} lemmas and properties proved, "
+              f"{len(result.dropped) + len(result.skipped)} unknown, {result.seconds:.1f} s", flush=True)
     return 0
 
 

@@ -66,7 +66,10 @@ def _check(args: argparse.Namespace) -> int:
     deadline = Deadline(args.deadline or None, progress)
     spec = load_spec(args.spec, limits=limits)
     options = CheckOptions(bmc_depth=args.bmc_depth, max_k=args.max_k, search_depth=args.search_depth,
-                           limits=SolverLimits(timeout_ms=args.timeout_ms, rlimit=args.rlimit, deadline=deadline))
+                           limits=SolverLimits(timeout_ms=args.timeout_ms, rlimit=args.rlimit, deadline=deadline),
+                           explicit_states=args.explicit_states, bmc_seconds=args.bmc_seconds,
+                           parametric=args.parametric or args.parametric_constants,
+                           parametric_constants=args.parametric_constants)
     report = Checker(spec, options, progress).run()
     if args.json == "-":
         print(report_json(report, spec))
@@ -124,10 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
                                        "bad input (one line on stderr: file:line:col: message).")
     check.add_argument("spec", help="spec file (YAML)")
     check.add_argument("--bmc-depth", type=at_least(0), default=16,
-                       help="deepest counterexample searched (default 16)")
+                       help="deepest counterexample searched, explicitly and by BMC (default 16)")
+    check.add_argument("--explicit-states", type=at_least(0), default=150_000,
+                       help="states the explicit-state search visits per cone of influence before BMC takes over "
+                            "(default 150000; 0: BMC alone)")
+    check.add_argument("--bmc-seconds", type=seconds, default=20.0, metavar="SECONDS",
+                       help="time budget of the bounded model checking of each cone (default 20; then UNKNOWN)")
     check.add_argument("--max-k", type=at_least(1), default=3, help="largest k tried by k-induction (default 3)")
     check.add_argument("--search-depth", type=at_least(0), default=0,
                        help="also run a bounded search over all properties to this depth, timed separately")
+    check.add_argument("--parametric", action="store_true",
+                       help="also prove for every instance size (symbolic pages and readers), reported separately")
+    check.add_argument("--parametric-constants", action="store_true",
+                       help="the same with the constants symbolic too")
     check.add_argument("--timeout-ms", type=at_least(1), default=60_000,
                        help="Z3 timeout per query (default 60000)")
     check.add_argument("--rlimit", type=at_least(0), default=0, help="Z3 resource limit per query (0 = none)")

@@ -25,7 +25,7 @@ def banner(text: str) -> None:
 def run() -> int:
     """Run the demo; return a non-zero code if the shipped design is not fully proved."""
     shipped = ROOT / "spec" / "hybrid.yaml"
-    bad = ROOT / "spec" / "designs" / "window_unchecked.yaml"
+    bad = ROOT / "spec" / "designs" / "offload_own_lease.yaml"
 
     banner("1. morphcache check spec/hybrid.yaml   (the shipped design: every rule must be PROVED)")
     code = cli(["check", str(shipped)])
@@ -36,8 +36,8 @@ def run() -> int:
     banner("2. morphcache diagram spec/hybrid.yaml --out out/diagrams")
     cli(["diagram", str(shipped), "--out", str(OUT / "diagrams")])
 
-    banner("3. morphcache check spec/designs/window_unchecked.yaml   (a known-bad design: must be REFUTED)")
-    refuted = cli(["check", str(bad), "--trace-out", str(OUT / "window_unchecked.itf.json")])
+    banner("3. morphcache check spec/designs/offload_own_lease.yaml   (a known-bad design: must be REFUTED)")
+    refuted = cli(["check", str(bad), "--trace-out", str(OUT / "offload_own_lease.itf.json")])
     print(f"(exit code {refuted}: 1 means a property was refuted, as expected)")
     cli(["diagram", str(bad), "--out", str(OUT / "diagrams-bad")])
 

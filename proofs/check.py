@@ -2,8 +2,10 @@
 
 Order of work:
 
-1. induction: Houdini over all lemmas and properties; the inductive survivors are PROVED;
-2. each remaining candidate: BMC for a shortest counterexample (REFUTED), else k-induction
+1. induction: Houdini over all lemmas, properties and definedness obligations (every ``//`` and
+   ``%`` has a non-zero divisor where it is evaluated); the inductive survivors are PROVED;
+2. each remaining candidate: a shortest counterexample (REFUTED), searched on its cone of influence
+   by explicit states and then bounded model checking (:mod:`proofs.search`); else k-induction
    (PROVED), else UNKNOWN;
 3. diversion: the recovery-path partition, assuming the proved invariants;
 4. layouts: bit-vector alignment, bounds and overlap proofs.
@@ -21,11 +23,15 @@ from typing import Any
 
 from morphcache.spec.model import Property, Spec
 
-from .bmc import search_all, shortest_counterexamples
+from .bmc import search_all
 from .deadline import DeadlineExpired
+from .definedness import Definedness, check_constant_divisors
 from .induction import Induction, SolverLimits, Unknown, timed
 from .layouts import layout_obligations
+from .parametric import Parametric, ParametricResult
 from .partition import Partition
+from .search import CounterexampleSearch, Finding, SearchOptions
+from .slicing import Slice
 from .system import TransitionSystem
 from .trace import Trace
 
@@ -38,7 +44,7 @@ class Result:
     """The verdict on one obligation."""
 
     name: str
-    kind: str  # lemma | invariant | step | partition | layout
+    kind: str  # lemma | invariant | step | defined | partition | layout
     status: str
     method: str
     seconds: float
@@ -52,11 +58,15 @@ class Result:
 class CheckOptions:
     """Knobs of a check run."""
 
-    bmc_depth: int = 16
+    bmc_depth: int = 16  # deepest counterexample searched (explicit states, then BMC)
     max_k: int = 3
+    explicit_states: int = 150_000  # states the explicit search visits per property group before BMC
+    bmc_seconds: float | None = 20.0  # wall-clock budget of the bounded model checking of each property group
     limits: SolverLimits = field(default_factory=SolverLimits)
     search_depth: int = 0  # extra bounded search over all properties, reported separately
     constants: Mapping[str, int] | None = None
+    parametric: bool = False  # also prove for every instance size (symbolic pages and readers), reported separately
+    parametric_constants: bool = False  # ... with symbolic constants too
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,7 @@ class Report:
     results: tuple[Result, ...]
     seconds: float
     search: SearchResult | None = None
+    parametric: ParametricResult | None = None  # evidence of its own: it does not change the exit code
 
     @property
     def exit_code(self) -> int:
@@ -101,6 +112,9 @@ class Checker:
         self.spec = spec
         self.options = options or CheckOptions()
         self.progress = progress or (lambda _msg: None)
+        constants = dict(self.options.constants or {})
+        check_constant_divisors(spec, constants)
+        self.obligations = list(spec.properties) + Definedness(spec, constants).obligations()
         self.ts = TransitionSystem(spec, self.options.constants)
         self.ts.terms.deadline = self.options.limits.deadline
         self.induction = Induction(self.ts, self.options.limits)
@@ -116,12 +130,16 @@ class Checker:
         self.progress("layouts")
         results += self.check_layouts()
         search = self.bounded_search() if self.options.search_depth else None
-        return Report(self.spec.name, tuple(results), time.perf_counter() - start, search)
+        parametric = None
+        if self.options.parametric:
+            parametric = Parametric(self.spec, self.options.parametric_constants,
+                                    self.options.limits.timeout_ms).houdini(self.spec.properties, self.progress)
+        return Report(self.spec.name, tuple(results), time.perf_counter() - start, search, parametric)
 
     # -- properties ------------------------------------------------------------------------------
     def prove_properties(self) -> tuple[list[Result], list[Property]]:
-        """Houdini induction, then BMC and k-induction for what it could not prove."""
-        candidates = list(self.spec.properties)
+        """Houdini induction, then the counterexample search and k-induction for what it could not prove."""
+        candidates = list(self.obligations)
         try:
             proved, seconds = timed(lambda: self.induction.houdini(candidates, self.progress))
         except Unknown as exc:
@@ -133,40 +151,86 @@ class Checker:
         return [by_name[p.name] for p in candidates], proved
 
     def settle(self, props: list[Property], proved: list[Property]) -> dict[str, Result]:
-        """Candidates that are not inductive: find shortest counterexamples, or prove by k-induction."""
+        """Candidates that are not inductive: shortest counterexamples (explicit states), else
+        k-induction, else deeper counterexamples (BMC), else UNKNOWN; one cone of influence at a time."""
         out: dict[str, Result] = {}
         if not props:
             return out
-        depth = self.options.bmc_depth
-        start = time.perf_counter()
-        try:
-            traces = shortest_counterexamples(self.ts, props, depth, self.options.limits, self.progress, proved)
-        except Unknown as exc:
-            return {p.name: self._unknown(p, "bmc", time.perf_counter() - start, exc) for p in props}
-        seconds = time.perf_counter() - start
-        for prop in props:
-            trace = traces.get(prop.name)
-            if trace is not None:
-                out[prop.name] = Result(prop.name, prop.kind, REFUTED, f"bmc (shortest, {trace.length} steps)",
-                                        seconds, prop.rule, trace=trace)
-            else:
-                out[prop.name] = self.k_induct(prop, proved)
+        opts = self.options
+        search = CounterexampleSearch(self.spec, SearchOptions(
+            max_depth=opts.bmc_depth, explicit_states=opts.explicit_states, bmc_seconds=opts.bmc_seconds,
+            limits=opts.limits, constants=opts.constants), proved, self.progress)
+        groups = search.groups(props)
+        own = {p.name: keep for keep, group in groups for p in group}
+        searched = {p.name: -1 for p in props}
+        for keep, group in reversed(groups):  # largest cone first: it also decides every property it contains
+            here = [p for p in props if p.name not in out and search.covers(keep, p)]
+            if not any(p in here for p in group):
+                continue
+            start = time.perf_counter()
+            findings = search.explicit(keep, here)
+            for p in here:
+                if self._settled(out, p, findings[p.name], start) is None:
+                    searched[p.name] = max(searched[p.name], findings[p.name].depth)
+        pending = [(own[p.name], p, searched[p.name]) for p in props if p.name not in out]
+        if pending:
+            start = time.perf_counter()
+            for prop, result in self.k_induct([p for _, p, _ in pending], proved,
+                                              min(d for _, _, d in pending)).items():
+                out[prop] = result
+        deeper: dict[Slice, list[tuple[Property, int]]] = {}
+        for keep, prop, depth in pending:
+            if prop.name not in out:
+                deeper.setdefault(keep, []).append((prop, depth))
+        for keep, items in deeper.items():
+            start = time.perf_counter()
+            found = search.bounded(keep, [p for p, _ in items], min(d for _, d in items) + 1)
+            for prop, _ in items:
+                if self._settled(out, prop, found[prop.name], start) is None:
+                    f = found[prop.name]
+                    detail = f"z3: {f.unknown}" if f.unknown else \
+                        f"not {opts.max_k}-inductive; no counterexample within {opts.bmc_depth} steps"
+                    out[prop.name] = Result(prop.name, prop.kind, UNKNOWN, f.method, time.perf_counter() - start,
+                                            prop.rule, detail=detail)
         return out
 
-    def k_induct(self, prop: Property, proved: list[Property]) -> Result:
-        """k-induction for k = 2..max_k; its base cases are covered by the BMC run before it."""
+    def _settled(self, out: dict[str, Result], prop: Property, found: Finding, start: float) -> Result | None:
+        """Record ``found`` for ``prop`` if it refutes or proves it; None if it does neither."""
+        seconds = time.perf_counter() - start
+        if found.trace is not None:
+            out[prop.name] = Result(prop.name, prop.kind, REFUTED, found.method, seconds, prop.rule, trace=found.trace)
+        elif found.exhaustive:
+            out[prop.name] = Result(prop.name, prop.kind, PROVED, found.method, seconds, prop.rule)
+        return out.get(prop.name)
+
+    def k_induct(self, props: list[Property], proved: list[Property], searched: int) -> dict[str, Result]:
+        """k-induction for k = 2..max_k, first for the conjunction of ``props`` (each assumed along the
+        path: stronger hypotheses), then for each alone; its base case (no violation within k - 1
+        steps) is the depth already searched exhaustively.  Only what it proves is returned."""
+        out: dict[str, Result] = {}
         start = time.perf_counter()
-        depth = self.options.bmc_depth
+        ks = range(2, min(self.options.max_k, searched + 1) + 1)
         try:
-            for k in range(2, min(self.options.max_k, depth + 1) + 1):
-                self.progress(f"{prop.name}: {k}-induction")
-                if self.induction.k_induction(prop, proved, k):
-                    return Result(prop.name, prop.kind, PROVED, f"{k}-induction", time.perf_counter() - start,
-                                  prop.rule)
+            for k in ks:
+                self.progress(f"{len(props)} properties together: {k}-induction")
+                if self.induction.k_induction_all(props, proved, k):
+                    for p in props:
+                        out[p.name] = Result(p.name, p.kind, PROVED, f"{k}-induction", time.perf_counter() - start,
+                                             p.rule)
+                    return out
+            if len(props) == 1:
+                return out
+            for prop in props:
+                for k in ks:
+                    self.progress(f"{prop.name}: {k}-induction")
+                    if self.induction.k_induction(prop, proved, k):
+                        out[prop.name] = Result(prop.name, prop.kind, PROVED, f"{k}-induction",
+                                                time.perf_counter() - start, prop.rule)
+                        break
         except Unknown as exc:
-            return self._unknown(prop, "k-induction", time.perf_counter() - start, exc)
-        return Result(prop.name, prop.kind, UNKNOWN, "k-induction", time.perf_counter() - start, prop.rule,
-                      detail=f"not {self.options.max_k}-inductive; no counterexample within {depth} steps")
+            for p in props:
+                out.setdefault(p.name, self._unknown(p, "k-induction", time.perf_counter() - start, exc))
+        return out
 
     def _unknown(self, prop: Property, method: str, seconds: float, exc: Unknown) -> Result:
         return Result(prop.name, prop.kind, UNKNOWN, method, seconds, prop.rule, detail=_why(exc))

@@ -78,10 +78,26 @@ class Induction:
         self.limits = limits
         self.s0 = ts.state("0")
         self.s1 = ts.state("1")
+        self._init_pairs: list[tuple[Any, Any]] | None = None
 
     def initiation(self, prop: Property) -> bool:
-        """``Init(s0) => P(s0)``."""
-        return is_valid(self.limits, [self.ts.init(self.s0)], self.ts.holds(prop, self.s0))
+        """``Init(s0) => P(s0)``: the property with the initial values substituted, simplified to a
+        constant (a solver call only if it does not simplify to one)."""
+        goal = z3.simplify(z3.substitute(self.ts.holds(prop, self.s0), *self._initial()))
+        if z3.is_true(goal) or z3.is_false(goal):
+            return z3.is_true(goal)
+        return is_valid(self.limits, [self.ts.init(self.s0)], goal)
+
+    def _initial(self) -> list[tuple[Any, Any]]:
+        """``(slot constant, initial value)`` of every slot of ``s0``."""
+        if self._init_pairs is None:
+            solver = z3.Solver()
+            solver.add(self.ts.init(self.s0))
+            solver.check()
+            model = solver.model()
+            self._init_pairs = [(self.s0[name], model.eval(self.s0[name], model_completion=True))
+                                for name, _, _ in self.ts.slots]
+        return self._init_pairs
 
     def consecution(self, prop: Property, assumed: list[Property]) -> bool:
         """``Domain(s0) and J(s0) and T(s0, s1) => P(s1)`` with J the conjunction of ``assumed``."""
@@ -120,20 +136,25 @@ class Induction:
         return alive
 
     def k_induction(self, prop: Property, assumed: list[Property], k: int) -> bool:
-        """The inductive step of k-induction (the base case is BMC to depth k-1, run by the caller)."""
+        """The inductive step of k-induction (the base case is a search to depth k-1, run by the caller)."""
+        return self.k_induction_all([prop], assumed, k)
+
+    def k_induction_all(self, props: list[Property], assumed: list[Property], k: int) -> bool:
+        """The inductive step of k-induction for the conjunction of ``props``."""
         states = [self.ts.state(f"k{i}") for i in range(k + 1)]
+        step = self.ts.trans(self.s0, self.s1)
         premises = []
         for i, s in enumerate(states):
             premises.append(self.ts.domain(s))
             premises += [self.ts.holds(a, s) for a in assumed]
             if i < k:
-                premises.append(self.ts.holds(prop, s))
-                premises.append(self.ts.trans(s, states[i + 1]))
+                premises += [self.ts.holds(p, s) for p in props]
+                premises.append(self.ts.rename(step, (self.s0, s), (self.s1, states[i + 1])))
         # Distinct states: the simple-path constraint makes k-induction complete for finite systems.
         for i in range(k + 1):
             for j in range(i + 1, k + 1):
                 premises.append(z3.Or([states[i][n] != states[j][n] for n, _, _ in self.ts.slots]))
-        return is_valid(self.limits, premises, self.ts.holds(prop, states[k]))
+        return is_valid(self.limits, premises, z3.And([self.ts.holds(p, states[k]) for p in props]))
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

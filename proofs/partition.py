@@ -49,19 +49,26 @@ class Partition:
         self.pos = z3.Int("pos")
         self.base = [ts.domain(self.s), self.pos >= 0, self.pos <= ts.spec.pages * ts.terms.constants.get("C", 1)]
         self.base += [ts.holds(a, self.s) for a in assumed]
+        self._solver: z3.Solver | None = None
 
     def _term(self, expr: Any, page: int) -> Any:
         return self.ts.terms.term(expr, self.s, {"p": page, "pos": self.pos})
 
     def _witness(self, name: str, text: str, conds: list[Any]) -> Obligation:
+        if self._solver is None:  # one solver for every obligation: the base (invariants) is shared
+            self._solver = self.limits.solver()
+            self._solver.add(*self.base)
+        solver = self._solver
         for page in range(self.ts.spec.pages):
-            solver = self.limits.solver()
-            solver.add(*self.base, *[c(page) for c in conds])
+            solver.push()
+            solver.add(*[c(page) for c in conds])
             answer = solver.check()
+            model = solver.model() if answer == z3.sat else None
+            reason = solver.reason_unknown() if answer == z3.unknown else ""
+            solver.pop()
             if answer == z3.unknown:
-                raise Unknown(solver.reason_unknown())
-            if answer == z3.sat:
-                model = solver.model()
+                raise Unknown(reason)
+            if model is not None:
                 return Obligation(name, text, False, read_state(self.ts, model, self.s), page,
                                   model.eval(self.pos, model_completion=True).as_long())
         return Obligation(name, text, True)

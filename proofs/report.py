@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from .check import Report, Result
+from .parametric import ParametricResult
 from .trace import Trace, format_table, to_itf
 
 
@@ -13,6 +14,12 @@ def format_report(report: Report, spec: Any) -> str:
     """Human-readable report: one line per obligation, then each counterexample as a step table."""
     size = f"{spec.pages} pages" + (f", {spec.readers} readers" if spec.readers > 1 else "")
     lines = [f"morphcache check: {report.spec} ({size})"]
+    ghosts = sorted(spec.ghosts)
+    env = [ev.name for ev in spec.events if ev.env]
+    if ghosts or env:
+        lines.append("  ground truth: " + "; ".join(part for part in (
+            f"ghosts {', '.join(ghosts)}" if ghosts else "",
+            f"environment events {', '.join(env)}" if env else "") if part))
     width = max((len(r.name) for r in report.results), default=10)
     for r in report.results:
         tag = f"[{r.rule}]" if r.rule else f"[{r.kind}]"
@@ -34,10 +41,27 @@ def format_report(report: Report, spec: Any) -> str:
         lines.append(f"bounded search to depth {s.depth}: {found} ({s.seconds:.2f} s, not a proof)")
         if s.trace is not None:
             lines.append(format_table(s.trace))
+    if report.parametric is not None:
+        lines.append("")
+        lines += parametric_lines(report.parametric)
     lines.append("")
     lines.append(f"{counts['PROVED']} proved, {counts['REFUTED']} refuted, {counts['UNKNOWN']} unknown "
                  f"in {report.seconds:.2f} s")
     return "\n".join(lines)
+
+
+def parametric_lines(par: ParametricResult) -> list[str]:
+    """The section of the parametric method: what it proved for every instance size, what it could not."""
+    sizes = "pages P >= 1, readers R >= 1" + (", every constant (C, MAX_PIN >= 1; the others >= 0)"
+                                              if par.symbolic_constants else ", the spec's constants")
+    lines = [f"for every instance size ({sizes}), parametric induction:"]
+    width = max((len(n) for n in (*par.proved, *par.dropped, *par.skipped)), default=10)
+    lines += [f"  PROVED   {n:<{width}}  all sizes" for n in par.proved]
+    lines += [f"  UNKNOWN  {n:<{width}}  not inductive with instantiated quantifiers" for n in par.dropped]
+    lines += [f"  UNKNOWN  {n:<{width}}  not attempted: {why}" for n, why in par.skipped.items()]
+    unknown = len(par.dropped) + len(par.skipped)
+    lines.append(f"  {len(par.proved)} proved for every size, {unknown} unknown, in {par.seconds:.2f} s")
+    return lines
 
 
 def _trace_json(spec: Any, trace: Trace | None) -> Any:
@@ -60,6 +84,11 @@ def report_json(report: Report, spec: Any) -> str:
         "seconds": round(report.seconds, 6),
         "results": [_result_json(spec, r) for r in report.results],
     }
+    if report.parametric is not None:
+        par = report.parametric
+        data["parametric"] = {"proved": list(par.proved), "unknown": list(par.dropped) + list(par.skipped),
+                              "not_attempted": par.skipped, "symbolic_constants": par.symbolic_constants,
+                              "seconds": round(par.seconds, 6)}
     if report.search is not None:
         data["bounded_search"] = {"depth": report.search.depth, "status": report.search.status,
                                   "seconds": round(report.search.seconds, 6),

@@ -17,6 +17,7 @@ import z3
 
 from morphcache.spec.model import SCOPE_ARGS, Event, Property, Spec
 
+from .slicing import Slice
 from .terms import State, Terms, slot, slot_args
 
 
@@ -48,16 +49,23 @@ class Action:
 class TransitionSystem:
     """Init, domain and transition relation of a spec instance, plus property encodings."""
 
-    def __init__(self, spec: Spec, constants: Mapping[str, int] | None = None) -> None:
+    def __init__(self, spec: Spec, constants: Mapping[str, int] | None = None, keep: Slice | None = None) -> None:
         self.spec = spec
+        self.keep = keep
         self.terms = Terms(spec, constants)
         self.slots: list[tuple[str, str, int | None]] = []  # (slot, kind, page)
         kinds = [(name, decl.type) for name, decl in spec.vars.items()]
         kinds += [(name, "state") for name in spec.objects]
+        if keep is not None:  # a cone of influence: only what the searched properties depend on
+            kinds = [(name, kind) for name, kind in kinds if name in keep.names]
         for name, kind in kinds:
             for reader, page in slot_args(spec, name):
                 self.slots.append((slot(name, page, reader), kind, page))
-        grounded = [(ev, r, p) for ev in spec.events for r, p in self._groundings(ev)]
+        self._holds: dict[tuple[int, int], tuple[State, Property, Any]] = {}
+        self._first: dict[int, tuple[State, Property, Any]] = {}
+        self._renamings: dict[tuple[tuple[int, int], ...], tuple[Any, int, Any, Any]] = {}
+        events = [ev for ev in spec.events if keep is None or ev.name in keep.events]
+        grounded = [(ev, r, p) for ev in events for r, p in self._groundings(ev)]
         self.actions = [Action(i, ev, p, r) for i, (ev, r, p) in enumerate(grounded)]
 
     def _groundings(self, ev: Event) -> list[tuple[int | None, int | None]]:
@@ -136,6 +144,8 @@ class TransitionSystem:
         env = self.env(action, s)
         out = {self._owner_slot(action): z3.IntVal(self.spec.objects[ev.owner].states.index(ev.target))}
         for eff in ev.effects:
+            if self.keep is not None and eff.target not in self.keep.names:
+                continue
             obj = eff.target if eff.target in self.spec.objects else None
             for reader, page, bound in self._effect_slots(eff.index, eff.target, action):
                 out[slot(eff.target, page, reader)] = self.terms.term(eff.value, s, {**env, **bound}, obj)
@@ -169,12 +179,74 @@ class TransitionSystem:
         return z3.And(s["@action"] == action.code, self.enabled(action, s), *frame)
 
     def trans(self, s: State, t: State) -> Any:
-        """``T(s, t)``: some action fires and ``t`` stays in the domain."""
-        return z3.And(z3.Or([self.fire(a, s, t) for a in self.actions]), self.domain(t))
+        """``T(s, t)``: the action ``s["@action"]`` is enabled in ``s``, ``t`` is its result, and ``t``
+        stays in the domain.
+
+        Encoded per slot rather than per action: each slot of ``t`` is an ``If`` chain over the actions
+        that write it (everything else keeps its value), so the relation has one equality per slot
+        instead of one frame condition per action and slot.  Equivalent to ``Or(fire(a, s, t))``.
+        """
+        sel = s["@action"]
+        parts = [sel >= 0, sel < len(self.actions)]
+        writers: dict[str, list[tuple[int, Any]]] = {}
+        for action in self.actions:
+            parts.append(z3.Implies(sel == action.code, self.enabled(action, s)))
+            for name, value in self.updates(action, s).items():
+                writers.setdefault(name, []).append((action.code, value))
+        for name, _, _ in self.slots:
+            value = s[name]
+            for code, written in writers.get(name, []):
+                value = z3.If(sel == code, written, value)
+            parts.append(t[name] == value)
+        parts.append(self.domain(t))
+        return z3.And(parts)
+
+    def keys(self, s: State) -> list[Any]:
+        """The Z3 constants of ``s`` (slots, action selector, event params), in a fixed order: pairs of
+        ``keys(a)`` and ``keys(b)`` rename a formula over ``a`` into one over ``b`` with ``z3.substitute``."""
+        out = [s[name] for name, _, _ in self.slots] + [s["@action"]]
+        out += [s[f"@{ev.name}.{prm.name}"] for ev in self.spec.events for prm in ev.params]
+        return out
+
+    def rename(self, formula: Any, *pairs: tuple[State, State]) -> Any:
+        """``formula`` with the constants of each ``(old, new)`` state pair replaced (the substitution's
+        C arrays are built once per pair of states and reused)."""
+        key = tuple((id(old), id(new)) for old, new in pairs)
+        hit = self._renamings.get(key)
+        if hit is None:
+            olds = [a for old, _ in pairs for a in self.keys(old)]
+            news = [b for _, new in pairs for b in self.keys(new)]
+            n = len(olds)
+            src, dst = (z3.Ast * n)(), (z3.Ast * n)()
+            for i, (a, b) in enumerate(zip(olds, news, strict=True)):
+                src[i], dst[i] = a.as_ast(), b.as_ast()
+            hit = (pairs, n, src, dst)  # the states are kept alive, so their ids stay theirs
+            self._renamings[key] = hit
+        _, n, src, dst = hit
+        if n == 0:
+            return formula
+        return z3.z3._to_expr_ref(z3.Z3_substitute(formula.ctx_ref(), formula.as_ast(), n, src, dst), formula.ctx)
 
     # -- properties ----------------------------------------------------------------------------
     def holds(self, prop: Property, s: State) -> Any:
-        """The property as a predicate on one state (step properties: for every enabling of the event)."""
+        """The property as a predicate on one state (step properties: for every enabling of the event).
+
+        Memoised per property and state: induction, BMC and the partition ask for the same terms often.
+        """
+        key = (id(prop), id(s))
+        hit = self._holds.get(key)
+        if hit is None or hit[0] is not s or hit[1] is not prop:
+            first = self._first.get(id(prop))
+            if first is not None and first[1] is prop:
+                term = self.rename(first[2], (first[0], s))  # renaming is much cheaper than encoding again
+            else:
+                term = self._holds_term(prop, s)
+                self._first[id(prop)] = (s, prop, term)
+            hit = (s, prop, term)
+            self._holds[key] = hit
+        return hit[2]
+
+    def _holds_term(self, prop: Property, s: State) -> Any:
         if prop.kind != "step":
             return self.terms.term(prop.expr, s, {})
         parts = []

@@ -83,6 +83,18 @@ def slot_args(spec: Spec, name: str) -> list[tuple[int | None, int | None]]:
     return [(r, p) for r in readers for p in pages]
 
 
+def floor_div(a: Any, b: Any) -> Any:
+    """Python's ``a // b`` (rounds toward minus infinity): SMT-LIB ``div`` agrees for ``b > 0`` only.
+
+    For ``b == 0`` the value is unspecified, as in Z3; :mod:`proofs.definedness` makes every divisor
+    that may be zero an obligation, so no proof rests on it.
+    """
+    if z3.is_int_value(b):
+        value = b.as_long()
+        return a / b if value > 0 else (-a) / (-b) if value < 0 else a / b
+    return z3.If(b < 0, (-a) / (-b), a / b)
+
+
 class Terms:
     """Turns IR into Z3 for one spec instance."""
 
@@ -144,7 +156,7 @@ class Terms:
         if isinstance(e, Binary):
             lhs, rhs = self.term(e.left, s, env), self.term(e.right, s, env)
             ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-                   "//": lambda a, b: a / b, "%": lambda a, b: a % b}
+                   "//": floor_div, "%": lambda a, b: a - b * floor_div(a, b)}
             return ops[e.op](lhs, rhs)
         if isinstance(e, Compare):
             o = self.object_of(e.left) or self.object_of(e.right)

@@ -7,6 +7,7 @@ Only the variables that changed are shown, and the failing conjunct of the prope
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ class Trace:
         return len(self.steps) - 1
 
 
-def read_state(ts: TransitionSystem, model: z3.ModelRef, s: dict[str, Any]) -> dict[str, Any]:
+def read_state(ts: TransitionSystem, model: z3.ModelRef, s: Mapping[str, Any]) -> dict[str, Any]:
     """The concrete values of every slot of ``s`` in ``model`` (states by name)."""
     out: dict[str, Any] = {}
     for name, kind, _ in ts.slots:
@@ -60,7 +61,7 @@ def read_state(ts: TransitionSystem, model: z3.ModelRef, s: dict[str, Any]) -> d
     return out
 
 
-def read_trace(ts: TransitionSystem, model: z3.ModelRef, states: list[dict[str, Any]], prop: Property) -> Trace:
+def read_trace(ts: TransitionSystem, model: z3.ModelRef, states: Sequence[Mapping[str, Any]], prop: Property) -> Trace:
     """Build the :class:`Trace` of an unrolling ``states`` from a satisfying ``model``."""
     steps: list[Step] = []
     prev: dict[str, Any] | None = None
@@ -209,6 +210,8 @@ def write_itf(spec: Spec, traces: list[Trace], path: str | Path) -> None:
     if len(traces) == 1:
         p.write_text(json.dumps(to_itf(spec, traces[0]), indent=1) + "\n")
         return
+    stem, suffix = (p.name[:-len(".itf.json")], ".itf.json") if p.name.endswith(".itf.json") \
+        else (p.stem, p.suffix or ".itf.json")
     for tr in traces:
-        target = p.with_name(f"{p.stem}-{tr.property_name}{p.suffix or '.itf.json'}")
+        target = p.with_name(f"{stem}-{tr.property_name}{suffix}")
         target.write_text(json.dumps(to_itf(spec, tr), indent=1) + "\n")

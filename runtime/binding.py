@@ -17,7 +17,7 @@ from morphcache.spec.model import Spec
 
 from .errors import ConfigError
 
-SHIPPED_SPEC = Path(loader.__file__).resolve().parent / "hybrid_readers.yaml"  # installed beside morphcache.spec
+SHIPPED_SPEC = Path(loader.__file__).resolve().parent / "hybrid.yaml"  # installed beside morphcache.spec
 
 # constants
 C = "C"

@@ -27,7 +27,7 @@ from .dot import Graph, Html, html_escape
 from .labels import wrap_and
 from .lifecycle import FONT, fill_lifecycle, object_title
 from .output import write_diagrams
-from .trace import TraceStep, changed_keys, key_order, split_key, step_numbers, trace_highlights
+from .trace import TraceStep, changed_keys, key_order, split_key, step_numbers, trace_highlights, where
 
 TABLE_WIDTH = 72
 
@@ -66,13 +66,13 @@ def _pack(items: list[str], width: int = TABLE_WIDTH) -> list[str]:
 
 
 def _full_state(state: dict[str, object]) -> list[str]:
-    groups: dict[int | None, list[str]] = {}
+    groups: dict[str, list[str]] = {}
     for key in sorted(state, key=key_order):
-        name, page = split_key(key)
-        groups.setdefault(page, []).append(f"{name}={_show(state[key])}")
+        name, reader, page = split_key(key)
+        groups.setdefault(where(reader, page), []).append(f"{name}={_show(state[key])}")
     lines: list[str] = []
-    for page, items in groups.items():
-        lead = "" if page is None else f"p{page}: "
+    for at, items in groups.items():
+        lead = f"{at}: " if at else ""
         packed = _pack(items, TABLE_WIDTH - len(lead))
         lines.extend([lead + packed[0], *(" " * len(lead) + rest for rest in packed[1:])])
     return lines

@@ -1,4 +1,4 @@
-"""Edge label text: ``event [guard]`` plus one ``/ x := e`` line per effect.
+"""Edge label text: ``event(r, p) [guard]`` plus one ``/ x := e`` line per effect.
 
 Every piece of text comes from :func:`morphcache.spec.expr.render` applied to the parsed spec, so a
 label can never disagree with the guard the proofs and the runtime use.  Long guards are wrapped on
@@ -52,9 +52,15 @@ def unwrap(lines: list[str]) -> str:
     return " ".join(lines)
 
 
+def event_title(event: Event) -> str:
+    """The event as it is called: ``open(r, p)``, ``offload(p)``, ``capture(r)``, ``tick``."""
+    return f"{event.name}({', '.join(event.arg_names)})" if event.arg_names else event.name
+
+
 def event_lines(event: Event, name: str | None = None, width: int = WIDTH) -> list[str]:
-    """The label lines of an event's edge: ``name [guard]`` (wrapped), then ``/ effect`` lines."""
-    title = name if name is not None else event.name
+    """The label lines of an event's edge: ``name(args) [guard]`` (wrapped), then ``/ effect`` lines;
+    an environment event (what the world does) is marked ``(env)``."""
+    title = name if name is not None else event_title(event) + (" (env)" if event.env else "")
     guard = guard_text(event)
     lines = [title] if guard is None else wrap_and(f"{title} [{guard}]", width)
     lines.extend(f"/ {effect_text(eff)}" for eff in event.effects)

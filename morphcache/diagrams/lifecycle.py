@@ -149,11 +149,14 @@ def fill_lifecycle(g: Graph, spec: Spec, obj: str, hl: Highlight | None = None) 
     _extra_edges(g, obj, hl)
 
 
+SCOPE_WORDS = {"system": "system", "page": "per page", "reader": "per reader", "reader_page": "per reader and page"}
+
+
 def object_title(spec: Spec, obj: str) -> str:
-    """``obj (per page)`` or ``obj (system)``, then its description on a second line."""
+    """``obj (per page)``, ``(per reader)``, ``(per reader and page)`` or ``(system)``, then its
+    description on a second line."""
     o = spec.objects[obj]
-    scope = "per page" if o.scope == "page" else "system"
-    head = f"{obj} ({scope})"
+    head = f"{obj} ({SCOPE_WORDS[o.scope]})"
     return f"{head}\n{o.description}" if o.description else head
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from morphcache.spec.model import Spec
 
 from .dot import Graph
-from .lifecycle import FONT, start_id, state_id
+from .lifecycle import FONT, SCOPE_WORDS, start_id, state_id
 from .refs import referenced_objects, written_objects
 
 LEGEND = "dashed A -> B: events of A whose guard reads B (event) or whose effects write B (/ event)"
@@ -25,8 +25,7 @@ def title_id(obj: str) -> str:
 def _clusters(g: Graph, spec: Spec) -> None:
     for name, obj in spec.objects.items():
         c = g.subgraph(f"cluster_{name}", label="", style="rounded", color="gray40")
-        scope = "per page" if obj.scope == "page" else "system"
-        c.node(title_id(name), label=f"{name}\n({scope})", shape="plaintext", fontsize=14)
+        c.node(title_id(name), label=f"{name}\n({SCOPE_WORDS[obj.scope]})", shape="plaintext", fontsize=14)
         c.node(start_id(name), shape="point", width=0.1, label="")
         c.edge(title_id(name), start_id(name), style="invis")
         for state in obj.states:

@@ -42,15 +42,15 @@ def test_changed_guard_changes_the_label(spec: Spec, tmp_path: Path) -> None:
     lines = SHIPPED.read_text(encoding="utf-8").splitlines(keepends=True)
     at = next(i for i in range(event.loc.line, len(lines)) if lines[i].strip().startswith("guard:"))
     old_line = lines[at].rstrip("\n")
-    lines[at] = f"{old_line} and frontier >= 1\n"
+    lines[at] = f"{old_line} and frontier[r] >= 1\n"
     copy = tmp_path / "edited.yaml"
     copy.write_text("".join(lines), encoding="utf-8")
 
     edited = load_spec(copy)
     new_guard = render(edited.event("slide").guard)
-    assert new_guard == f"{render(event.guard)} and frontier >= 1"
+    assert new_guard == f"{render(event.guard)} and frontier[r] >= 1"
     before = diagram_sources(spec)[f"{spec.name}-window"]
     after = diagram_sources(edited)[f"{edited.name}-window"]
     assert after != before
-    assert "frontier >= 1" in event_label(edited.event("slide")).replace("\n", " ")
-    assert "frontier >= 1" in after and "frontier >= 1" not in before
+    assert "frontier[r] >= 1" in event_label(edited.event("slide")).replace("\n", " ")
+    assert "frontier[r] >= 1" in after and "frontier[r] >= 1" not in before

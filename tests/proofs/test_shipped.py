@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from morphcache.proofs.check import PROVED, Report
+from pathlib import Path
+
+from morphcache.proofs.check import PROVED, Checker, Report
+from morphcache.spec.loader import load_spec
 from morphcache.spec.model import RULES
 
 
@@ -25,3 +28,12 @@ def test_all_four_rules_are_covered(shipped_report: Report) -> None:
 def test_every_kind_of_obligation_present(shipped_report: Report) -> None:
     kinds = {r.kind for r in shipped_report.results}
     assert {"lemma", "invariant", "step", "partition", "layout"} <= kinds
+
+
+def test_linear_attention_extension_is_proved() -> None:
+    """spec/gdn_hybrid.yaml: recurrent-state checkpoints, exact and approximate recovery."""
+    report = Checker(load_spec(Path(__file__).resolve().parents[2] / "spec" / "gdn_hybrid.yaml")).run()
+    statuses = {r.name: r.status for r in report.results}
+    assert report.exit_code == 0, [n for n, s in statuses.items() if s != PROVED]
+    assert {"exact_hits_are_exact", "approx_only_opted_in", "ckpt: paths exhaustive",
+            "ckpt: in_place / recompute disjoint"} <= set(statuses)

@@ -26,7 +26,7 @@ from morphcache.spec.pycode import compile_source
 from morphcache.spec.vector import compile_vector
 
 ROOT = Path(__file__).resolve().parents[2] / "spec"
-SPECS = [ROOT / "hybrid.yaml", ROOT / "hybrid_readers.yaml", *sorted((ROOT / "designs").glob("*.yaml")),
+SPECS = [ROOT / "hybrid.yaml", ROOT / "hybrid_single.yaml", *sorted((ROOT / "designs").glob("*.yaml")),
          *sorted((ROOT / "examples").glob("*.yaml"))]
 PAGES, READERS = 3, 2
 
@@ -117,7 +117,7 @@ def test_every_spec_contributes_cases() -> None:
 
 @pytest.mark.parametrize("domain", ["count", "list", "callable"])
 def test_domains_may_be_counts_iterables_or_callables(domain: str) -> None:
-    spec = LOADED["hybrid_readers.yaml"]
+    spec = LOADED["hybrid.yaml"]
     forget = spec.event("forget").guard
     pin = np.array([0, 0, 1])
     block = np.array([["out", "in", "out"], ["out", "out", "out"]])
