@@ -36,7 +36,7 @@ BLOCK, LEASE, LPIN, LGEN = "block", "lease", "lpin", "lgen"
 
 # object -> states the runtime's policies name
 STATES: dict[str, tuple[str, ...]] = {
-    SEQ: ("idle", "active"),
+    SEQ: ("idle", "active", "attaching"),
     BLOCK: ("out", "in"),
     TAIL: ("empty", "filling", "sealed", "released"),
     COMPRESSED: ("none", "building", "complete"),
@@ -49,7 +49,7 @@ STATES: dict[str, tuple[str, ...]] = {
 }
 
 EVENTS = (
-    "register", "free", "attach", "detach", "open", "append", "seal", "release_tail", "forget",
+    "register", "free", "begin_attach", "end_attach", "attach", "detach", "open", "append", "seal", "release_tail", "forget",
     "begin_compress", "finish_compress", "recompress", "build_index", "slide", "offload", "offload_done",
     "spill", "prefetch", "copy_done", "verify", "land", "corrupt", "drop", "recompute", "admit", "evict",
     "acquire", "acquire_tail", "read", "release", "release_last", "capture", "uncapture",

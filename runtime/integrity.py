@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from morphcache.spec.expr import Reduce
+from morphcache.spec.expr import Const, Reduce
 from morphcache.spec.pycode import compile_source
 
 from .binding import BLOCK, DEPTH, HOME, LPIN, POOL, TIER
@@ -114,6 +114,14 @@ def _tiers(m: CacheManager, problems: list[str]) -> None:
         problems.append("two GPU slots are owned by the same page")
 
 
+def _carried_by_reuse(m: CacheManager) -> frozenset[str]:
+    """The page variables a freed id keeps for its next use: those that ``forget`` sets to something
+    other than a constant (the generation goes on counting, so a reused id never repeats one)."""
+    spec = m.parts.pipe.cspec.spec
+    return frozenset(e.target for ev in spec.events if ev.name == "forget" for e in ev.effects
+                     if not isinstance(e.value, Const))
+
+
 def _ids(m: CacheManager, problems: list[str]) -> None:
     p = m.parts
     store = p.pipe.store
@@ -122,9 +130,10 @@ def _ids(m: CacheManager, problems: list[str]) -> None:
         problems.append(f"live page ids {sorted(live ^ set(p.pages.records))[:5]} disagree with the records")
     if live & free or live | free != set(range(store.next_page)):
         problems.append(f"page ids leaked: {store.next_page} ids, {len(live)} live, {len(free)} free")
+    carried = _carried_by_reuse(m)
     for pid in free:
         for name in store.page_names:
-            if store.page(name, pid) != store.init[name]:
+            if name not in carried and store.page(name, pid) != store.init[name]:
                 problems.append(f"free page id {pid}: {name}={store.page(name, pid)!r}, not its initial value")
         if store.readers_at((BLOCK, LPIN), pid):
             problems.append(f"free page id {pid} is in a block table or leased")

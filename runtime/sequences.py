@@ -174,6 +174,7 @@ class Sequences:
 
         def events(pending: list[Pending]) -> None:
             if len(full):
+                pipe.fire("begin_attach", rid)
                 if not own:
                     pipe.fire_batch("acquire", rid, full, distinct=True)
                 pipe.fire_batch("attach", rid, full, distinct=True)
@@ -186,6 +187,7 @@ class Sequences:
                         pipe.fire_batch("release_last", rid, last)
                 reader.block.extend(lease.pages)
                 self.writer.undo(lambda: reader.block.clear())
+                pipe.fire("end_attach", rid)  # the windows the reader's kernels will read are there
             if extra:
                 self.writer.events(reader, len(lease.pages) * self.C, part.tokens, None, pending)  # type: ignore[union-attr]
 

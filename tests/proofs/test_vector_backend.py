@@ -83,7 +83,8 @@ def _free(e: Expr) -> set[str]:
     return {n.name for n in walk(e) if isinstance(n, Name)}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                              HealthCheck.large_base_example])
 @given(data=st.data())
 def test_vector_backend_equals_closures(data: st.DataObject) -> None:
     states = {name: _state(data, spec) for name, spec in LOADED.items()}

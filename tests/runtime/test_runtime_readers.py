@@ -55,9 +55,9 @@ def test_attach_to_a_captured_sequence_is_refused_and_changes_nothing(
     before = digest(m)
     with pytest.raises(TopologyError) as exc:
         m.attach("a", r.lease)
-    assert exc.value.event == "attach" and "graph[r] == 'idle'" in exc.value.failed
+    assert exc.value.event == "begin_attach" and "graph[r] == 'idle'" in exc.value.failed
     after = digest(m)
-    assert after.pop("refused") == {"attach": 1}
+    assert after.pop("refused") == {"begin_attach": 1}
     before.pop("refused")
     assert after == before  # atomic: no page joined a's block table, no pin moved, nothing fired
     m.uncapture(["a"])
@@ -76,7 +76,8 @@ def test_attach_with_another_readers_lease_pins_for_itself_meanwhile(
     assert m.attach("a", r.lease) == 8
     assert [m.page_state(p)["pin"] for p in r.lease.pages] == [1, 1]  # a's own pins came and went
     events = [s.event for s in m.steps()]
-    assert events[-6:] == ["acquire", "acquire", "attach", "attach", "release_last", "release_last"]
+    assert events[-8:] == ["begin_attach", "acquire", "acquire", "attach", "attach", "release_last", "release_last",
+                           "end_attach"]
     m.release(r.lease)
     m.check_integrity()
 
