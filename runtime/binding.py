@@ -49,7 +49,8 @@ STATES: dict[str, tuple[str, ...]] = {
 }
 
 EVENTS = (
-    "register", "free", "begin_attach", "end_attach", "attach", "detach", "open", "append", "seal", "release_tail", "forget",
+    "register", "free", "begin_attach", "end_attach", "attach", "detach", "open", "append", "seal", "release_tail",
+    "forget",
     "begin_compress", "finish_compress", "recompress", "build_index", "slide", "offload", "offload_done",
     "spill", "prefetch", "copy_done", "verify", "land", "corrupt", "drop", "recompute", "admit", "evict",
     "acquire", "acquire_tail", "read", "release", "release_last", "capture", "uncapture",
