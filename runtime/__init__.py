@@ -31,6 +31,8 @@ from .metrics import MetricsSnapshot
 from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, RecoveryReport
 from .policy import EvictionPolicy, LRUPolicy, PageMeta, make_policy, policy_names, register_policy
 from .recorder import Step
+from .recurrent import CheckpointStore, MemoryCheckpointStore
+from .statepath import RebuiltState, StateMetricsSnapshot, StatePath
 from .store import MemoryPageStore, PageStore, expected_payload
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "BadInputError",
     "CacheManager",
     "CapacityError",
+    "CheckpointStore",
     "ConfigError",
     "DiversionError",
     "DomainError",
@@ -52,6 +55,7 @@ __all__ = [
     "LeaseError",
     "LeaseReleasedError",
     "LookupResult",
+    "MemoryCheckpointStore",
     "MemoryPageStore",
     "MetricsSnapshot",
     "Miss",
@@ -64,10 +68,13 @@ __all__ = [
     "Probe",
     "ReadView",
     "Ready",
+    "RebuiltState",
     "RecoveryPlan",
     "RecoveryReport",
     "RuntimeConfig",
     "StaleLeaseError",
+    "StateMetricsSnapshot",
+    "StatePath",
     "Step",
     "TierError",
     "TopologyError",

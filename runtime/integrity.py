@@ -130,7 +130,7 @@ def _ids(m: CacheManager, problems: list[str]) -> None:
         problems.append(f"live page ids {sorted(live ^ set(p.pages.records))[:5]} disagree with the records")
     if live & free or live | free != set(range(store.next_page)):
         problems.append(f"page ids leaked: {store.next_page} ids, {len(live)} live, {len(free)} free")
-    carried = _carried_by_reuse(m)
+    carried = _carried_by_reuse(m) | p.recurrent.carried
     for pid in free:
         for name in store.page_names:
             if name not in carried and store.page(name, pid) != store.init[name]:
@@ -215,5 +215,6 @@ def check_integrity(m: CacheManager) -> None:
     _ids(m, problems)
     _readers(m, problems)
     _caches(m, problems)
+    problems.extend(m.parts.recurrent.problems())
     if problems:
         raise IntegrityError(problems)

@@ -28,6 +28,7 @@ from .metrics import Metrics
 from .pages import PageDirectory
 from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, choose_path
 from .readers import ReaderTable
+from .recurrent import NoRecurrentState, RecurrentPart
 from .seam import PolicySeam
 from .search import HitSearch
 from .state import StateStore
@@ -52,6 +53,7 @@ class Lookups:
         self.search = HitSearch(lk, cspec.spec.lookup, cspec.constants, config.page_size)
         self.C = config.page_size
         self._names: dict[str, Any] = dict(cspec.constants)
+        self.states: RecurrentPart = NoRecurrentState()  # the recurrent part (parts.py wires it)
 
     # -- readiness --------------------------------------------------------------------------------
     def masks(self, pids: Sequence[int], vector: bool = True) -> list[int]:
@@ -105,7 +107,7 @@ class Lookups:
             self.metrics.misses += 1
             return Miss()
         if eff < nominal:
-            plan = self.plan(hit, masks, eff, nominal)
+            plan = self.plan(hit, masks, eff, nominal, owner)
             gain = nominal - eff
             if plan.pages_to_prefetch or plan.pages_to_compress or plan.recompute_tokens < gain:
                 self.metrics.needs_recovery += 1
@@ -122,7 +124,7 @@ class Lookups:
             self.readers.retire_if_idle(reader)
             raise
         self.metrics.ready += 1
-        return Ready(lease, nominal)
+        return Ready(lease, nominal, self.states.path(hit.pages, eff, owner))
 
     def _lease(self, reader: Any, hit: NominalHit, pos: int) -> Any:
         nfull = pos // self.C
@@ -135,7 +137,8 @@ class Lookups:
             partial = PartialSnapshot(nfull, src, tuple(rec.tokens[:n]), self.storage.data.read_prefix(rec.gpu_slot, n))
         return self.leases.acquire(reader, full, pos, partial)
 
-    def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int) -> RecoveryPlan:
+    def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
+             ) -> RecoveryPlan:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages
         lk = self.cspec.lookup
@@ -154,10 +157,14 @@ class Lookups:
                 missing[obj] += 1
                 assignments.append(Assignment(pid, p, obj, path))
         assignments.sort(key=lambda a: (a.block, a.obj))
+        owned = self.states.objects  # recovered by the recurrent part, priced like the others
+        page_level = tuple(a for a in assignments if a.obj not in owned)
+        state_level = tuple(a for a in assignments if a.obj in owned)
         recompute = {a.block for a in assignments if a.path == "recompute"}
         rtokens = sum(min((p + 1) * self.C, target) - p * self.C for p in recompute)
         prefetch = {a.page for a in assignments if a.path == "prefetch"}
         compress = {a.page for a in assignments if a.path == "compress"}
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
-        return RecoveryPlan(hit.tokens, eff, target, pages, tuple(assignments), in_place, rtokens,
-                            len(prefetch) * page_bytes, len(prefetch), len(compress), dict(missing))
+        return RecoveryPlan(hit.tokens, eff, target, pages, page_level, in_place, rtokens,
+                            len(prefetch) * page_bytes, len(prefetch), len(compress), dict(missing),
+                            self.states.path(pages, target, owner), state_level)

@@ -7,9 +7,11 @@ is the whole public surface, one short method per call, with the docstring the e
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from collections.abc import Sequence as Seq
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from .parts import Parts
 from .plan import LookupResult, Probe, RecoveryPlan, RecoveryReport
 from .recorder import Step
 from .sequences import Spans
+from .statepath import RebuiltState, StatePath
 from .store import PageStore
 
 
@@ -51,12 +54,18 @@ class CacheManager:
 
     # -- sequences ----------------------------------------------------------------------------------
     def register(self, seq_id: str, tokens: Seq[int] = (), *, types: Spans = None, session: str | None = None,
-                 task: str | None = None) -> int:
+                 task: str | None = None, approximate: bool = False) -> int:
         """Create a sequence (spec ``register``), then append ``tokens`` (``types``: ``(start, end,
-        type_name)`` spans over them); ``session``/``task`` label its pages.  Returns its frontier."""
+        type_name)`` spans over them); ``session``/``task`` label its pages.  ``approximate`` (a spec
+        with recurrent state): the request opts in to an approximate state first (spec ``opt_in``).
+        Returns its frontier."""
         name = check_seq_id(seq_id)
         toks = check_tokens(tokens)
+        if not isinstance(approximate, bool):
+            raise BadInputError(f"approximate must be a bool, got {approximate!r}")
         with self.lock:
+            if approximate:
+                self.parts.recurrent.opt_in(name)
             return self.parts.sequences.register(name, toks, types, session, task)
 
     def append(self, seq_id: str, tokens: Seq[int], *, types: Spans = None) -> int:
@@ -135,7 +144,12 @@ class CacheManager:
         index.  Refusals are reported, not raised; look up again to get the lease."""
         if not isinstance(plan, RecoveryPlan):
             raise BadInputError(f"expected a RecoveryPlan, got {type(plan).__name__}")
-        return self.parts.recovery.recover(plan, block)
+        report = self.parts.recovery.recover(plan, block)
+        if not plan.state_assignments:
+            return report
+        with self.lock:
+            done = self.parts.recurrent.recover(plan)
+        return replace(report, done=dict(Counter(report.done) + done))
 
     def acquire(self, seq_id: str) -> Lease:
         """A lease over the sequence's whole pages (spec ``acquire``) and its partial last page
@@ -247,6 +261,41 @@ class CacheManager:
     def host(self) -> Any:
         """The host tier."""
         return self.parts.storage.host
+
+    # -- recurrent state (a spec with ckpt / rstate / approx, e.g. spec/gdn_hybrid.yaml) -----------
+    def state_path(self, seq_id: str) -> StatePath:
+        """How ``rebuild_state`` would make the sequence's recurrent state at its frontier; changes
+        nothing."""
+        with self.lock:
+            return self.parts.recurrent.plan(self.parts.readers.sequence(seq_id))
+
+    def rebuild_state(self, seq_id: str) -> RebuiltState:
+        """Make the sequence's recurrent state at its frontier (spec ``restore`` at a checkpointed page
+        end, ``recompute_state`` from the nearest checkpoint, or ``replay_tail`` if it opted in); returns
+        the path (``exact`` as the fired event decided) and the checkpoint payload to start from."""
+        with self.lock:
+            return self.parts.recurrent.rebuild(self.parts.readers.sequence(seq_id))
+
+    def save_state(self, seq_id: str, payload: object) -> int:
+        """Checkpoint the sequence's exact state at its frontier, a page end (spec ``save``); returns the
+        page whose checkpoint it became."""
+        with self.lock:
+            return self.parts.recurrent.save(self.parts.readers.sequence(seq_id), payload)
+
+    def offload_state(self, pid: int) -> None:
+        """Move the page's checkpoint to the host (spec ``offload_ckpt``)."""
+        with self.lock:
+            self.parts.recurrent.offload(self.parts.pages.get(pid).pid)
+
+    def prefetch_state(self, pid: int) -> None:
+        """Bring the page's checkpoint back (spec ``prefetch_ckpt``, ``land_ckpt``)."""
+        with self.lock:
+            self.parts.recurrent.prefetch(self.parts.pages.get(pid).pid)
+
+    def drop_state(self, pid: int) -> None:
+        """Discard the page's checkpoint (spec ``drop_ckpt``)."""
+        with self.lock:
+            self.parts.recurrent.drop(self.parts.pages.get(pid).pid)
 
     # -- graph capture ------------------------------------------------------------------------------
     def capture(self, seq_ids: Iterable[str]) -> None:

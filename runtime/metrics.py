@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .statepath import StateMetricsSnapshot
+
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
@@ -37,6 +39,8 @@ class MetricsSnapshot:
     extra: Mapping[str, int] = field(default_factory=dict)
     policy_refusals: int = 0
     """Victims the eviction policy proposed that the spec's guard or the runtime refused."""
+    state: StateMetricsSnapshot | None = None
+    """Recurrent-state rebuilds, exact and approximate apart (None for a spec without recurrent state)."""
 
     @property
     def nominal_hit_rate(self) -> float:

@@ -19,7 +19,7 @@ Each part holds the parts below it that it uses; none calls another's private na
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from .policy import make_policy
 from .prefetch import Prefetcher
 from .readers import ReaderTable
 from .recovery import Recovery
+from .recurrent import RecurrentPart, recurrent_part
 from .seam import PolicySeam
 from .sequences import Sequences
 from .state import StateStore
@@ -108,6 +109,7 @@ class Parts:
     metrics: Metrics
     page_bytes: int
     ident: int
+    recurrent: RecurrentPart
 
     @classmethod
     def build(cls, spec: Spec | str | Path | None, config: RuntimeConfig, data: PageStore | None) -> Parts:
@@ -138,9 +140,10 @@ class Parts:
         lookups = Lookups(cspec, store, index, pages, readers, leases, storage, seam, metrics, config)
         sequences = Sequences(pipe, pages, readers, index, storage, tiers, morph, collector, seam, config)
         recovery = Recovery(pipe, pages, tiers, prefetcher, morph, busy, collector, metrics, lock)
+        lookups.states = recurrent = recurrent_part(cspec, pipe, pages, readers, config)
         parts = cls(config, cspec, lock, pipe, pages, readers, index, storage, busy, seam, collector, tiers,
                     prefetcher, morph, leases, lookups, sequences, recovery, metrics,
-                    config.page_bytes or data.page_bytes, ident)
+                    config.page_bytes or data.page_bytes, ident, recurrent)
         pipe.watch(GEN, parts._publish_generation)
         readers.on_retire.append(pipe.names.inc.forget_reader)
         for agg in cspec.aggregates.values():
@@ -170,7 +173,8 @@ class Parts:
         extra["live_leases"] = len(self.leases)
         if self.storage.disk is not None:
             extra["disk_leftover_files"] = len(self.storage.disk.leftovers)
-        return self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals)
+        snap = self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals)
+        return replace(snap, state=self.recurrent.snapshot(snap.requested_tokens))
 
     def page_state(self, pid: int) -> dict[str, Any]:
         """Every spec value of a live page (decoded), plus its chain facts."""

@@ -21,6 +21,7 @@ from morphcache.spec.interp import Compiled
 
 from .errors import DiversionError
 from .lease import Lease
+from .statepath import StatePath
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,10 @@ class RecoveryPlan:
 
     ``recompute_tokens``: tokens of the pages with an object on the recompute path (prefill work);
     ``bytes_to_move``: payload bytes of the pages to prefetch; ``missing``: per object, how many
-    needed pages are not ready.
+    needed pages are not ready.  With recurrent state (``spec/gdn_hybrid.yaml``): ``state`` is how the
+    reader's recurrent state at ``target`` is made (exact or approximate, ``statepath.py``) and
+    ``state_assignments`` the checkpoint objects' paths (carried out by the recurrent part, not as
+    page recoveries).
     """
 
     nominal: int
@@ -53,6 +57,8 @@ class RecoveryPlan:
     pages_to_prefetch: int
     pages_to_compress: int
     missing: Mapping[str, int] = field(default_factory=dict)
+    state: StatePath | None = None
+    state_assignments: tuple[Assignment, ...] = ()
 
     def by_path(self) -> dict[str, list[Assignment]]:
         """Assignments grouped by path."""
@@ -98,10 +104,13 @@ class NeedsRecovery:
 
 @dataclass(frozen=True)
 class Ready:
-    """A readable hit of ``lease.tokens`` tokens, pinned by ``lease``."""
+    """A readable hit of ``lease.tokens`` tokens, pinned by ``lease``; ``state``: how the recurrent
+    state at the hit is made (None for a spec without recurrent state), ``state.exact`` False for an
+    approximate tail replay."""
 
     lease: Lease
     nominal: int
+    state: StatePath | None = None
 
 
 LookupResult = Miss | NeedsRecovery | Ready
