@@ -31,11 +31,12 @@ from .metrics import MetricsSnapshot
 from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, RecoveryReport
 from .policy import EvictionPolicy, LRUPolicy, PageMeta, make_policy, policy_names, register_policy
 from .recorder import Step
-from .recurrent import CheckpointStore, MemoryCheckpointStore
+from .recurrent import GDN_SPEC, CheckpointStore, MemoryCheckpointStore
 from .statepath import RebuiltState, StateMetricsSnapshot, StatePath
 from .store import MemoryPageStore, PageStore, expected_payload
 
 __all__ = [
+    "GDN_SPEC",
     "SHIPPED_SPEC",
     "Assignment",
     "BadInputError",

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
+from morphcache.spec import loader
 from morphcache.spec.model import Spec
 
 from .compiler import CompiledSpec
@@ -38,6 +40,8 @@ from .pipeline import Pipeline
 from .plan import RecoveryPlan
 from .readers import ReaderRecord, ReaderTable
 from .statepath import RECOMPUTE, REPLAY_TAIL, RESTORE, RebuiltState, StateMetrics, StateMetricsSnapshot, StatePath
+
+GDN_SPEC = Path(loader.__file__).resolve().parent / "gdn_hybrid.yaml"  # the shipped design with recurrent state
 
 CKPT, RSTATE, APPROX, SGEN, REPLAYED, R = "ckpt", "rstate", "approx", "sgen", "replayed", "R"
 STATES = {CKPT: ("none", "saved", "offloaded", "prefetching"), RSTATE: ("none", "exact", "approx"),
