@@ -263,18 +263,24 @@ class CacheManager:
         return self.parts.storage.host
 
     # -- recurrent state (a spec with ckpt / rstate / approx, e.g. spec/gdn_hybrid.yaml) -----------
-    def state_path(self, seq_id: str) -> StatePath:
+    @property
+    def has_recurrent_state(self) -> bool:
+        """Whether the spec declares recurrent state (the ``*_state`` calls below work)."""
+        return bool(self.parts.recurrent.objects)
+
+    def state_path(self, seq_id: str, *, exact: bool = False) -> StatePath:
         """How ``rebuild_state`` would make the sequence's recurrent state at its frontier; changes
         nothing."""
         with self.lock:
-            return self.parts.recurrent.plan(self.parts.readers.sequence(seq_id))
+            return self.parts.recurrent.plan(self.parts.readers.sequence(seq_id), exact)
 
-    def rebuild_state(self, seq_id: str) -> RebuiltState:
+    def rebuild_state(self, seq_id: str, *, exact: bool = False) -> RebuiltState:
         """Make the sequence's recurrent state at its frontier (spec ``restore`` at a checkpointed page
-        end, ``recompute_state`` from the nearest checkpoint, or ``replay_tail`` if it opted in); returns
-        the path (``exact`` as the fired event decided) and the checkpoint payload to start from."""
+        end, ``recompute_state`` from the nearest checkpoint, or ``replay_tail`` if it opted in and
+        ``exact`` is False); returns the path (``exact`` as the fired event decided) and the checkpoint
+        payload to start from (None: the zero state)."""
         with self.lock:
-            return self.parts.recurrent.rebuild(self.parts.readers.sequence(seq_id))
+            return self.parts.recurrent.rebuild(self.parts.readers.sequence(seq_id), exact)
 
     def save_state(self, seq_id: str, payload: object) -> int:
         """Checkpoint the sequence's exact state at its frontier, a page end (spec ``save``); returns the

@@ -126,10 +126,10 @@ class NoRecurrentState:
     def opt_in(self, name: str) -> None:
         raise self._refuse()
 
-    def plan(self, reader: ReaderRecord) -> StatePath:
+    def plan(self, reader: ReaderRecord, exact: bool = False) -> StatePath:
         raise self._refuse()
 
-    def rebuild(self, reader: ReaderRecord) -> RebuiltState:
+    def rebuild(self, reader: ReaderRecord, exact: bool = False) -> RebuiltState:
         raise self._refuse()
 
     def save(self, reader: ReaderRecord, payload: object) -> int:
@@ -206,9 +206,11 @@ class RecurrentStates:
         reader = self.readers.by_name.get(owner) if owner is not None else None
         return self.choose(pages, pos, self.allowed(reader))
 
-    def plan(self, reader: ReaderRecord) -> StatePath:
-        """The path ``rebuild`` would take now for the reader's state at its frontier; changes nothing."""
-        return self.choose(reader.block, self.store.reader("frontier", reader.rid), self.allowed(reader))
+    def plan(self, reader: ReaderRecord, exact: bool = False) -> StatePath:
+        """The path ``rebuild`` would take now for the reader's state at its frontier (``exact``: an
+        exact path even if the reader opted in); changes nothing."""
+        allowed = self.allowed(reader) and not exact
+        return self.choose(reader.block, self.store.reader("frontier", reader.rid), allowed)
 
     # -- events -----------------------------------------------------------------------------------
     def opt_in(self, name: str) -> None:
@@ -224,11 +226,11 @@ class RecurrentStates:
             self.readers.retire_if_idle(reader)
             raise
 
-    def rebuild(self, reader: ReaderRecord) -> RebuiltState:
+    def rebuild(self, reader: ReaderRecord, exact: bool = False) -> RebuiltState:
         """Make the reader's state at its frontier: fire ``restore`` / ``recompute_state`` /
-        ``replay_tail`` (the spec's guard decides) and return the payload to load.  The event that
-        fired decides whether the state is exact (``rstate[r]`` after it)."""
-        path = self.plan(reader)
+        ``replay_tail`` (the spec's guard decides; ``exact``: never the replay) and return the payload
+        to load.  The event that fired decides whether the state is exact (``rstate[r]`` after it)."""
+        path = self.plan(reader, exact)
         rid = reader.rid
         if path.kind == RESTORE:
             self.pipe.fire("restore", rid, path.page)

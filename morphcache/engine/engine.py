@@ -9,7 +9,8 @@
      ├── store        TensorPageStore: the runtime's data plane over the pools (kernels' page copies)
      ├── manager      CacheManager(spec, RuntimeConfig, store): sequences, lookup, leases, tiers
      ├── ops          the kernel launchers the forward calls (guarded, reference, or unguarded)
-     ├── checkpoints  where the nearest earlier recurrent-state checkpoint is found (rebuild.py)
+     ├── checkpoints  where the nearest earlier recurrent-state checkpoint is found and new ones saved
+     │                (the runtime's, checkpoints.py; none without recurrent state in the spec)
      └── hash_only    the unsafe mode's hash -> slot table
 
 ``serve(tokens)`` opens a Session (lookup, recovery, lease, linear-layer state at the hit boundary),
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 
 from morphcache.engine.approximate import Divergence, divergence
+from morphcache.engine.checkpoints import RuntimeCheckpoints
 from morphcache.engine.config import EngineConfig, model_name
 from morphcache.engine.hashonly import HashOnlyIndex
 from morphcache.engine.ops import AttentionOps, layout_alignment, make_ops
@@ -37,7 +39,7 @@ from morphcache.engine.states import StatePools
 from morphcache.engine.store import TensorPageStore
 from morphcache.kernels import StaleReadError
 from morphcache.model import HybridModel, golden_logits, load_trained
-from morphcache.runtime import CacheManager, StaleLeaseError
+from morphcache.runtime import GDN_SPEC, SHIPPED_SPEC, CacheManager, StaleLeaseError
 
 RETRIES = 1
 
@@ -45,7 +47,9 @@ RETRIES = 1
 class Engine:
     """A cached-inference engine over one CacheManager (see the module docstring).
 
-    ``spec``: the spec the runtime runs (default the shipped design).  The engine serves one
+    ``spec``: the spec the runtime runs (default ``default_spec``: the shipped design, with recurrent
+    state for a model with linear layers).  With recurrent state the linear layers' checkpoints are the
+    runtime's (``checkpoints.py``); without, every hit recomputes them from the zero state.  The engine serves one
     request at a time; ``close()`` (or the context manager) stops the runtime's copy workers.
     """
 
@@ -58,9 +62,12 @@ class Engine:
         self.page_size = config.model.page_size
         self.pools = PagePools(config.model, config.gpu_pages, config.device)
         self.states = StatePools(config.model, config.state_slots, config.gpu_pages, config.device)
-        self.checkpoints: CheckpointSource = NoCheckpoints()
         self.store = TensorPageStore(self.pools, self.model)
-        self.manager = CacheManager(spec, config.runtime_config(), store=self.store)
+        self.manager = CacheManager(spec if spec is not None else default_spec(config), config.runtime_config(),
+                                    store=self.store)
+        self.checkpoints: CheckpointSource = (
+            RuntimeCheckpoints(self.manager, self.states, self.page_size)
+            if self.manager.has_recurrent_state and not config.unsafe else NoCheckpoints())
         # one lock for both planes: the prefetch worker takes the manager's lock, then writes the pools;
         # the forward writes the pools and re-validates leases through the manager
         self.store.lock = self.manager.lock
@@ -135,6 +142,12 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def default_spec(config: EngineConfig) -> Any:
+    """The spec a model is served with: ``spec/gdn_hybrid.yaml`` (recurrent state as runtime objects)
+    for a model with linear layers, the shipped design otherwise."""
+    return GDN_SPEC if config.model.linear_layers else SHIPPED_SPEC
 
 
 def _model(config: EngineConfig) -> HybridModel:

@@ -5,8 +5,10 @@ layer's state cannot be sliced at P (docs/model-math.md, "Recovering recurrent s
 the rest of the prompt runs, each linear layer's working state must be rebuilt at P::
 
     positions     0 ........... c ............ P-R ........... P-1 | P ...
+    restore       P is a page end with a usable checkpoint: load it,  exact
+                  run nothing
     recompute     state at the nearest earlier checkpoint c,          exact
-                  run c .. P-1  (today c = 0: the zero state)
+                  run c .. P-1  (no usable one: c = 0, the zero state)
     tail-replay   zero state at P-R, run P-R .. P-1,                  approximate; opt-in per request
                   R = round(budget x P)                               (budget in [0, 1])
     trusted       run nothing: the working slot's contents are        the unsafe mode: stale or
@@ -17,10 +19,10 @@ A run (``forward.replay_chunk``) costs linear-layer work only: the positions go 
 
 Two seams, each one small place:
 
-- ``CheckpointSource.nearest``: where "the nearest earlier checkpoint" is found.  ``NoCheckpoints``
-  answers the zero state at 0 (no checkpoint is readable yet: their readiness is for the runtime to
-  govern); a source backed by the runtime's recurrent-state objects will return a start that
-  restores a checkpoint under a lease (``gdn_restore``) instead.
+- ``CheckpointSource``: where "the nearest earlier checkpoint" is found, and where the states a
+  writing pass reaches at page ends are saved.  ``NoCheckpoints`` (a runtime spec without recurrent
+  state) answers the zero state at 0 and saves nothing; ``RuntimeCheckpoints`` (``checkpoints.py``)
+  asks the runtime (spec ``restore`` / ``recompute_state``, ``save``).
 - ``choose_path``: which path a request takes (later a spec-governed recovery path with per-request
   opt-in).  A tail-replay request whose exact recompute would cost no more than R tokens is served
   exactly.
@@ -64,11 +66,19 @@ class ZeroState:
 
 
 class CheckpointSource(Protocol):
-    """Finds the nearest earlier checkpoint of a sequence's linear-layer state."""
+    """Finds the nearest earlier checkpoint of a sequence's linear-layer state, and saves new ones."""
 
     def nearest(self, session: Session, position: int) -> StateStart:
         """The readable checkpoint at the largest position <= ``position`` (the zero state at 0 if none)."""
         ...
+
+    def pieces(self, start: int, n: int) -> list[int]:
+        """The lengths a writing pass of ``n`` tokens from ``start`` is cut into (a piece per state to
+        save)."""
+        ...
+
+    def reached(self, session: Session, recurrent: RecurrentSlot) -> None:
+        """A writing pass of an exact request (``recurrent.save``) reached the session's frontier."""
 
 
 class NoCheckpoints:
@@ -77,15 +87,21 @@ class NoCheckpoints:
     def nearest(self, session: Session, position: int) -> StateStart:
         return ZeroState(0)
 
+    def pieces(self, start: int, n: int) -> list[int]:
+        return [n]
+
+    def reached(self, session: Session, recurrent: RecurrentSlot) -> None:
+        return None
+
 
 @dataclass(frozen=True)
 class StatePlan:
     """How one request's linear-layer state is rebuilt at its hit boundary ``hit``.
 
-    ``path``: "none" (nothing to rebuild: a miss, or no linear layers), "recompute", "tail-replay" or
-    "trusted"; ``exact``: the path yields the exact state (an approximate request is never counted
-    as exact); ``start``: where the run starts (None: run nothing); ``budget``: the request's
-    tail-replay budget, when it opted in.
+    ``path``: "none" (nothing to rebuild: a miss, or no linear layers), "restore" (a checkpoint at
+    the hit, nothing run), "recompute", "tail-replay" or "trusted"; ``exact``: the path yields the
+    exact state (an approximate request is never counted as exact); ``start``: where the run starts
+    (None: run nothing); ``budget``: the request's tail-replay budget, when it opted in.
     """
 
     path: str
@@ -98,6 +114,11 @@ class StatePlan:
     def replayed(self) -> int:
         """Tokens run through the linear layers to rebuild the state."""
         return self.hit - self.start.position if self.start is not None else 0
+
+    @property
+    def from_checkpoint(self) -> int:
+        """Tokens of the hit not run because an exact path starts from a checkpoint (its position)."""
+        return self.start.position if self.exact and self.path in ("restore", "recompute") and self.start else 0
 
 
 class StatePath(Protocol):
@@ -115,7 +136,8 @@ class ExactRecompute:
     checkpoints: CheckpointSource
 
     def plan(self, session: Session, hit: int) -> StatePlan:
-        return StatePlan("recompute", True, hit, self.checkpoints.nearest(session, hit))
+        start = self.checkpoints.nearest(session, hit)
+        return StatePlan("restore" if start.position == hit else "recompute", True, hit, start)
 
 
 @dataclass(frozen=True)

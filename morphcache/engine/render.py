@@ -64,7 +64,8 @@ def summary_table(s: SimSummary) -> Table:
     t.add_row("pools", pools)
     if s.linear_layers:
         t.add_row("linear-layer state", f"{_pairs(s.state_paths, ' req')}; exact rebuilds recomputed "
-                                        f"{s.linear_tokens} tokens ({s.linear_token_layers} token-layers)")
+                                        f"{s.linear_tokens} tokens ({s.linear_token_layers} token-layers); "
+                                        f"{s.checkpoint_tokens} tokens not rerun thanks to checkpoints")
     if s.max_abs_diff is None:
         diff = "no request sampled"
     else:

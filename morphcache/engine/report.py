@@ -25,8 +25,9 @@ class RequestReport:
     difference and ``top1_agreement`` the share of positions whose argmax agrees with golden, when the
     request was checked.
 
-    Linear layers (engine/rebuild.py): ``state_path`` ("none", "recompute", "tail-replay",
-    "trusted"); ``exact`` False for a request served on an approximate state (it is never counted
+    Linear layers (engine/rebuild.py): ``state_path`` ("none", "restore", "recompute", "tail-replay",
+    "trusted"); ``checkpoint_tokens``: tokens of the hit an exact rebuild did not run because it
+    started from a runtime checkpoint; ``exact`` False for a request served on an approximate state (it is never counted
     as exact); ``linear_tokens``: tokens run through the linear layers to rebuild the state at the
     hit boundary (``linear_token_layers``: the same in token-layers); ``replay_budget``: the
     request's tail-replay budget if it opted in; ``withdrawn_pages``: pages an approximate request
@@ -55,6 +56,7 @@ class RequestReport:
     linear_token_layers: int = 0
     replay_budget: float | None = None
     withdrawn_pages: int = 0
+    checkpoint_tokens: int = 0
 
     @property
     def recomputed(self) -> int:

@@ -97,7 +97,7 @@ class Session:
         if engine.config.unsafe:
             self._open_unsafe(prompt)
         else:
-            self._open_guarded(prompt)
+            self._open_guarded(prompt, tail_replay is not None)
         self.start = self.manager.frontier(self.seq_id)
         self.tokens = list(prompt[: self.start])
         self.recurrent = RecurrentSlot(engine.states, engine.states.claim(self.seq_id))
@@ -109,9 +109,9 @@ class Session:
             raise
         return self.extend(prompt[self.start:])
 
-    def _open_guarded(self, prompt: Sequence[int]) -> None:
+    def _open_guarded(self, prompt: Sequence[int], approximate: bool) -> None:
         m = self.manager
-        m.register(self.seq_id)
+        m.register(self.seq_id, approximate=approximate and m.has_recurrent_state)  # spec opt_in
         self.outcome = resolve_hit(m, prompt, len(prompt) - 1, self.seq_id)
         hit = self.outcome.lease
         if hit is not None:
@@ -148,6 +148,23 @@ class Session:
             raise SessionFailedError(f"session {self.seq_id!r} failed earlier: {self.failed}")
         if not tokens:
             return torch.zeros(0, engine.model.config.vocab_size, device=engine.pools.device)
+        rows: list[Tensor] = []
+        at = 0
+        for n in engine.checkpoints.pieces(m.frontier(self.seq_id), len(tokens)):  # cut at page ends
+            rows.append(self._write(tokens[at:at + n]))
+            at += n
+        logits = torch.cat(rows) if len(rows) > 1 else rows[0]
+        self._compress_sealed()
+        fresh = m.acquire(self.seq_id)
+        if self.lease is not None:
+            m.release(self.lease)
+        self.lease = fresh
+        return logits
+
+    def _write(self, tokens: Sequence[int]) -> Tensor:
+        """Append ``tokens`` and run the writing pass over them; a state reached at a page end is
+        handed to the checkpoint source (rebuild.py)."""
+        engine, m = self.engine, self.manager
         start = m.frontier(self.seq_id)
         try:
             m.append(self.seq_id, list(tokens))
@@ -157,15 +174,12 @@ class Session:
             lease = self._kernel_lease()
             logits = forward_chunk(engine.model, engine.store, engine.ops, lease, lease.slots, start, tokens,
                                    self.recurrent)
+            self.tokens.extend(tokens)
+            if self.recurrent is not None:
+                engine.checkpoints.reached(self, self.recurrent)
         except BaseException as exc:
             self.failed = f"{type(exc).__name__}: {exc}"
             raise
-        self.tokens.extend(tokens)
-        self._compress_sealed()
-        fresh = m.acquire(self.seq_id)
-        if self.lease is not None:
-            m.release(self.lease)
-        self.lease = fresh
         return logits
 
     def decode(self, steps: int, last_logits: Tensor) -> tuple[list[int], Tensor]:
@@ -227,6 +241,7 @@ class Session:
             state_path=plan.path if plan is not None else "none",
             exact=plan.exact if plan is not None else True,
             linear_tokens=plan.replayed if plan is not None else 0,
+            checkpoint_tokens=plan.from_checkpoint if plan is not None else 0,
             linear_token_layers=self.state_token_layers,
             replay_budget=plan.budget if plan is not None else None,
             withdrawn_pages=self.withdrawn,

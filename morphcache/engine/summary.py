@@ -85,6 +85,8 @@ class SimSummary:
     linear_token_layers: int = 0
     tail_replay: float | None = None
     approximate: tuple[ApproximateRequest, ...] = field(default_factory=tuple)
+    checkpoint_tokens: int = 0
+    """Hit tokens exact requests did not run through the linear layers: they started from a checkpoint."""
 
     @property
     def nominal_hit_rate(self) -> float:
@@ -210,4 +212,5 @@ def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float
         linear_token_layers=sum(r.linear_token_layers for r in exact),
         tail_replay=tail_replay,
         approximate=_approximate(reps),
+        checkpoint_tokens=sum(r.checkpoint_tokens for r in exact),
     )
