@@ -50,11 +50,13 @@ def test_the_workload_walks_the_exact_paths(chaos: RunLog) -> None:
     assert any(rep.decoded for rep in reports)
     for rep in reports:
         assert rep.exact
-        if rep.reused:  # each linear layer's state recomputed over the whole hit, from the zero state
-            assert rep.state_path == "recompute" and rep.linear_tokens == rep.reused
-            assert rep.linear_token_layers == rep.reused * 7  # layers 0 .. 6: the last linear layer is 6
+        if rep.reused:  # the state restored, or recomputed from the runtime's nearest usable checkpoint
+            assert rep.state_path in ("restore", "recompute") and rep.checkpoint_tokens % C == 0
+            assert rep.linear_tokens == rep.reused - rep.checkpoint_tokens
+            assert rep.linear_token_layers == rep.linear_tokens * 7  # layers 0 .. 6: the last linear layer is 6
         else:
             assert rep.linear_tokens == 0
+    assert any(rep.checkpoint_tokens for rep in reports)  # checkpoints were read back
     assert sum(rep.corrupt_pages for rep in reports) == 1
     assert sum(rep.prefetched_bytes for rep in reports) > 0  # attention pages offloaded and prefetched back
 
@@ -78,7 +80,8 @@ def test_full_hit_and_decode_across_a_page_boundary(gdn_model: HybridModel) -> N
     gold = golden_logits(gdn_model, list(first.tokens))
     assert float((first.logits - gold).abs().max()) <= TOL
     again = engine.serve(list(first.tokens[:2 * C + 1]))  # a full hit: every token but the last is cached
-    assert again.start == 2 * C and again.report.linear_tokens == again.start
+    assert again.start == 2 * C and again.report.state_path == "restore"  # the decode saved the state at 2C
+    assert again.report.linear_tokens == 0 and again.report.checkpoint_tokens == 2 * C
     assert engine.golden_diff(again) <= TOL
     engine.check_integrity()
     engine.close()
@@ -132,7 +135,8 @@ def test_triton_kernels_serve_the_exact_paths(gdn_model: HybridModel) -> None:
     assert engine.golden_diff(first) <= TOL
     _check_checkpoints(engine, gdn_model, first, 2)  # saved by gdn_prefill (block 0) and gdn_decode (block 1)
     hit = engine.serve(prompt[:C + 5] + [1, 2, 3])  # a hit in the middle of page 1: copy-on-write + rebuild
-    assert hit.start == C + 5 and hit.report.state_path == "recompute" and hit.report.linear_tokens == C + 5
+    assert hit.start == C + 5 and hit.report.state_path == "recompute"  # from the checkpoint at C
+    assert hit.report.linear_tokens == 5 and hit.report.checkpoint_tokens == C
     assert engine.golden_diff(hit) <= TOL
     engine.check_integrity()
     engine.close()
@@ -150,7 +154,7 @@ def test_unsafe_mode_drifts_on_a_stale_recurrent_state(gdn_model: HybridModel) -
         again = engine.serve(a + [5, 6, 7])
         assert again.start == 2 * C and engine.manager.metrics().events_fired.get("offload", 0) == 0
         diffs[unsafe] = engine.golden_diff(again)
-        assert again.report.state_path == ("trusted" if unsafe else "recompute") and again.report.exact
+        assert again.report.state_path == ("trusted" if unsafe else "restore") and again.report.exact
         engine.close()
     assert diffs[False] <= TOL
     assert diffs[True] > 100 * TOL, diffs

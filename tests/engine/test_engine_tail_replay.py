@@ -16,6 +16,7 @@ from morphcache.engine import (
     ZeroState,
     choose_path,
 )
+from morphcache.engine.mixers import RecurrentSlot
 from morphcache.engine.session import Session
 from morphcache.model import HybridModel
 
@@ -28,19 +29,25 @@ def _tokens(seed: int, n: int) -> list[int]:
 def test_a_tail_replay_request_is_approximate_and_measured(gdn_model: HybridModel) -> None:
     engine = make_engine(gdn_model, None, ops="reference")
     base = _tokens(1, 5 * C)
-    engine.serve(base)  # cached: 5 sealed pages
-    prompt = base + _tokens(2, C + 3)
+    engine.serve(base)  # cached: 5 sealed pages, a checkpoint after each
+    hit = 5 * C - 4  # in the middle of block 4: the nearest checkpoint (4C) is 12 tokens back, R = 8
+    prompt = base[:hit] + _tokens(2, C + 3)
+    before = engine.manager.metrics().state
     approx = engine.serve(prompt, decode=2, tail_replay=0.1)
     rep = approx.report
-    assert approx.start == 5 * C and not rep.exact and rep.state_path == "tail-replay"
-    assert rep.replay_budget == 0.1 and rep.linear_tokens == round(0.1 * 5 * C)
+    assert approx.start == hit and not rep.exact and rep.state_path == "tail-replay"
+    assert rep.replay_budget == 0.1 and rep.linear_tokens == round(0.1 * hit) and rep.checkpoint_tokens == 0
     d = engine.divergence(approx)
     assert d.positions == C + 5 and d.max_abs_diff > TOL and 0.0 <= d.top1_agreement <= 1.0
-    assert rep.withdrawn_pages == 1  # block 5, the page it sealed on an approximate state
+    assert rep.withdrawn_pages == 2  # blocks 4 and 5, the pages it sealed on an approximate state
     engine.check_integrity()
+    after = engine.manager.metrics().state
+    assert before is not None and after is not None
+    assert (after.exact_tokens, after.saves) == (before.exact_tokens, before.saves)  # never counted exact
     # an exact request for the same prompt reuses only what exact requests cached, and matches golden
     exact = engine.serve(prompt + [9])
-    assert exact.start == 5 * C and exact.report.exact and exact.report.state_path == "recompute"
+    assert exact.start == hit and exact.report.exact and exact.report.state_path == "recompute"
+    assert exact.report.checkpoint_tokens == 4 * C and exact.report.linear_tokens == hit - 4 * C
     assert engine.golden_diff(exact) <= TOL
     engine.close()
 
@@ -49,8 +56,8 @@ def test_a_budget_covering_the_hit_is_served_exactly(gdn_model: HybridModel) -> 
     engine = make_engine(gdn_model, None, ops="reference")
     base = _tokens(3, 2 * C + 4)
     engine.serve(base)
-    full = engine.serve(base + [1, 2], tail_replay=1.0)  # R = the whole hit: the exact recompute costs no more
-    assert full.report.exact and full.report.state_path == "recompute" and full.report.replay_budget == 1.0
+    full = engine.serve(base + [1, 2], tail_replay=1.0)  # R = the whole hit: the exact path costs no more
+    assert full.report.exact and full.report.state_path == "restore" and full.report.replay_budget == 1.0
     assert engine.golden_diff(full) <= TOL and full.report.withdrawn_pages == 0
     miss = engine.serve(_tokens(4, C + 2), tail_replay=0.05)  # a miss has nothing to replay: exact
     assert miss.report.exact and miss.report.state_path == "none" and engine.golden_diff(miss) <= TOL
@@ -61,9 +68,10 @@ def test_a_budget_covering_the_hit_is_served_exactly(gdn_model: HybridModel) -> 
 def test_a_zero_budget_starts_from_the_zero_state_at_the_boundary(gdn_model: HybridModel) -> None:
     engine = make_engine(gdn_model, None, ops="triton")
     base = _tokens(5, C + 2)
-    engine.serve(base)
+    first = engine.serve(base)
+    engine.manager.drop_state(first.pages[0])  # no checkpoint at C: the exact hit stops short of it (C - 1)
     approx = engine.serve(base + [7], tail_replay=0.0)
-    assert approx.start == C and not approx.report.exact and approx.report.linear_tokens == 0
+    assert approx.start == C - 1 and not approx.report.exact and approx.report.linear_tokens == 0
     assert engine.golden_diff(approx) > TOL  # a zero state at the hit boundary drifts
     engine.check_integrity()
     engine.close()
@@ -84,6 +92,12 @@ class _CheckpointAt:
 
     def nearest(self, session: Session, position: int) -> ZeroState:
         return ZeroState(min(self.position, position))
+
+    def pieces(self, start: int, n: int) -> list[int]:
+        return [n]
+
+    def reached(self, session: Session, recurrent: RecurrentSlot) -> None:
+        return None
 
 
 def test_the_state_path_decision() -> None:
