@@ -101,6 +101,7 @@ def test_gdn_hybrid_exact_paths(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and rep["model"] == "gdn-hybrid" and rep["linear_layers"] == 6
     assert rep["sampled"] == rep["requests"] == 4 and rep["within_tolerance"] and rep["max_abs_diff"] <= 1e-4
     assert rep["state_paths"].get("recompute", 0) >= 1 and rep["linear_tokens"] > 0
+    assert rep["checkpoint_tokens"] > 0  # exact hits started from the runtime's checkpoints
     assert rep["approximate"] == [] and rep["tail_replay"] is None
     assert rep["token_layers_saved"] == rep["reused_tokens"] * 8 - rep["linear_token_layers"]
     assert rep["linear_token_layers"] == 7 * rep["linear_tokens"]  # layers 0 .. 6 rerun over every hit

@@ -188,3 +188,20 @@ def test_bad_calls_have_one_road_out(make_manager: Make) -> None:
     with pytest.raises(GuardRefused, match="offload_ckpt"):
         m.offload_state(m.sequence_pages("a")[0])  # nothing saved
     m.check_integrity()
+
+
+def test_only_an_opted_in_reader_gets_a_tail_replay(make_manager: Make) -> None:
+    """The same hit, no checkpoint: recompute from the start for a reader that did not opt in, a tail
+    replay (approximate) for one that did, and the exact path again when it asks for it."""
+    m = Checked(make_manager(GDN_SPEC, window=64, constants={"R": 2}))
+    m.register("w", toks(0, 11))  # no checkpoint saved
+    plain = attach(m, "plain", toks(0, 11))
+    opted = attach(m, "opted", toks(0, 11), approximate=True)
+    assert plain.state == StatePath("recompute", True, 11, 0)
+    assert opted.state == StatePath("replay_tail", False, 11, 9)
+    assert m.state_path("opted", exact=True) == plain.state
+    assert m.rebuild_state("plain").path == plain.state
+    assert m.rebuild_state("opted").path == opted.state
+    assert m.rebuild_state("opted", exact=True).path == plain.state  # recompute_state: exact again
+    snap = m.metrics().state
+    assert (snap.exact_tokens, snap.approximate_tokens, snap.replayed_tokens) == (22, 11, 2)
