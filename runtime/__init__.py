@@ -4,6 +4,7 @@ Entry point: :class:`CacheManager` (see ``runtime/README.md``).
 """
 
 from .binding import SHIPPED_SPEC
+from .ckptstore import CheckpointStore, MemoryCheckpointStore
 from .config import RuntimeConfig
 from .errors import (
     BadInputError,
@@ -31,7 +32,7 @@ from .metrics import MetricsSnapshot
 from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, RecoveryReport
 from .policy import EvictionPolicy, LRUPolicy, PageMeta, make_policy, policy_names, register_policy
 from .recorder import Step
-from .recurrent import GDN_SPEC, CheckpointStore, MemoryCheckpointStore
+from .recurrent import GDN_SPEC
 from .statepath import RebuiltState, StateMetricsSnapshot, StatePath
 from .store import MemoryPageStore, PageStore, expected_payload
 

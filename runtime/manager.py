@@ -31,6 +31,12 @@ from .statepath import RebuiltState, StatePath
 from .store import PageStore
 
 
+def check_flag(value: object, name: str) -> None:
+    """BadInputError unless ``value`` is a bool."""
+    if not isinstance(value, bool):
+        raise BadInputError(f"{name} must be a bool, got {value!r}")
+
+
 class CacheManager:
     """A guarded prefix cache for hybrid-attention KV, compiled from a spec.
 
@@ -61,8 +67,7 @@ class CacheManager:
         Returns its frontier."""
         name = check_seq_id(seq_id)
         toks = check_tokens(tokens)
-        if not isinstance(approximate, bool):
-            raise BadInputError(f"approximate must be a bool, got {approximate!r}")
+        check_flag(approximate, "approximate")
         with self.lock:
             if approximate:
                 self.parts.recurrent.opt_in(name)
@@ -271,6 +276,7 @@ class CacheManager:
     def state_path(self, seq_id: str, *, exact: bool = False) -> StatePath:
         """How ``rebuild_state`` would make the sequence's recurrent state at its frontier; changes
         nothing."""
+        check_flag(exact, "exact")
         with self.lock:
             return self.parts.recurrent.plan(self.parts.readers.sequence(seq_id), exact)
 
@@ -279,6 +285,7 @@ class CacheManager:
         end, ``recompute_state`` from the nearest checkpoint, or ``replay_tail`` if it opted in and
         ``exact`` is False); returns the path (``exact`` as the fired event decided) and the checkpoint
         payload to start from (None: the zero state)."""
+        check_flag(exact, "exact")
         with self.lock:
             return self.parts.recurrent.rebuild(self.parts.readers.sequence(seq_id), exact)
 

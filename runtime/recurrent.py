@@ -25,13 +25,14 @@ live in a ``CheckpointStore`` (their own store: a checkpoint is not part of a pa
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from morphcache.spec import loader
 from morphcache.spec.model import Spec
 
+from .ckptstore import CheckpointStore, MemoryCheckpointStore
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
 from .errors import BadInputError, ConfigError, DuplicateSequenceError, TierError
@@ -49,50 +50,6 @@ STATES = {CKPT: ("none", "saved", "offloaded", "prefetching"), RSTATE: ("none", 
 EVENTS = ("save", "restore", "recompute_state", "replay_tail", "opt_in", "offload_ckpt", "prefetch_ckpt",
           "land_ckpt", "drop_ckpt")
 HOME = {"saved": "gpu", "prefetching": "gpu", "offloaded": "host"}  # ckpt state -> where the payload lives
-
-
-class CheckpointStore(Protocol):
-    """Where checkpoint payloads live: one per page id, on the GPU or the host."""
-
-    def put(self, pid: int, payload: object) -> None:
-        """Store the payload of page ``pid``'s checkpoint on the GPU (replacing any)."""
-
-    def get(self, pid: int) -> object:
-        """The payload of page ``pid``'s checkpoint."""
-
-    def move(self, pid: int, tier: str) -> None:
-        """Move the payload to ``tier`` ("gpu" or "host")."""
-
-    def discard(self, pid: int) -> None:
-        """Forget the payload."""
-
-    def homes(self) -> Mapping[int, str]:
-        """Page id -> tier of every stored payload."""
-
-
-class MemoryCheckpointStore:
-    """Payloads kept as handed over (the caller hands a copy), with the tier each is said to be on."""
-
-    def __init__(self) -> None:
-        self.payloads: dict[int, object] = {}
-        self.home: dict[int, str] = {}
-
-    def put(self, pid: int, payload: object) -> None:
-        self.payloads[pid] = payload
-        self.home[pid] = "gpu"
-
-    def get(self, pid: int) -> object:
-        return self.payloads[pid]
-
-    def move(self, pid: int, tier: str) -> None:
-        self.home[pid] = tier
-
-    def discard(self, pid: int) -> None:
-        self.payloads.pop(pid, None)
-        self.home.pop(pid, None)
-
-    def homes(self) -> Mapping[int, str]:
-        return self.home
 
 
 def missing(spec: Spec) -> list[str]:

@@ -12,14 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rt_helpers import small_config, toks
 
-from morphcache.runtime import CacheManager, MorphcacheError, NeedsRecovery, Ready
+from morphcache.runtime import GDN_SPEC, CacheManager, MorphcacheError, NeedsRecovery, Ready
 from morphcache.runtime import errors as runtime_errors
 
 CALLS = ["register", "append", "append_batch", "attach", "free", "frontier", "sequence_pages", "lookup", "probe",
          "recover", "acquire", "read", "release", "kernel_lease", "compress", "recompress", "build_index",
          "release_tail", "slide", "offload", "prefetch", "wait_prefetches", "drop", "evict", "admit", "capture",
-         "uncapture", "page_state"]
-KEYWORDS = {"lookup": ["limit", "owner"], "probe": ["limit"], "recover": ["block"], "read": ["payloads"]}
+         "uncapture", "page_state", "state_path", "rebuild_state", "save_state", "offload_state", "prefetch_state",
+         "drop_state"]
+KEYWORDS = {"lookup": ["limit", "owner"], "probe": ["limit"], "recover": ["block"], "read": ["payloads"],
+            "register": ["approximate"], "rebuild_state": ["exact"]}
 ODD = [None, True, False, -1, 0, 1, 3, 2**64, 2**70, 1.5, float("nan"), "a", "", "zz", "host", "disk", "gpu", b"x",
        [], [1, 2, 3], ["a"], [None], {}, {"a": [1]}, {"b": "x"}, np.array(5), np.array([1, 2]), np.int64(3),
        np.array([[1]]), object(), (1, 2), range(5), [2**64], [-1], {1, 2}, "a" * 100, ("a", "zz")]
@@ -36,11 +38,12 @@ DOCUMENTED = {cls for cls in vars(runtime_errors).values()
 
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_random_calls_raise_only_morphcache_errors(tmp_path: Path, data: st.DataObject) -> None:
+@given(data=st.data(), recurrent=st.booleans())
+def test_random_calls_raise_only_morphcache_errors(tmp_path: Path, data: st.DataObject, recurrent: bool) -> None:
     leases: list[Any] = []
     plans: list[Any] = []
-    with CacheManager(None, small_config(tmp_path / "fuzz", max_sequence_tokens=64)) as m:
+    spec = GDN_SPEC if recurrent else None  # with and without the recurrent part
+    with CacheManager(spec, small_config(tmp_path / "fuzz", max_sequence_tokens=64)) as m:
         m.register("a", toks(0, 9))
         m.register("b", toks(0, 5))
         for _ in range(data.draw(st.integers(5, 40))):
