@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from morphcache.runtime import CacheManager, Lease, NeedsRecovery, Ready, RuntimeConfig
+from morphcache.runtime import kernel_lease as _kernel_lease  # noqa: F401  (torch loaded before RSS is measured)
 
 from .soak_faults import FaultInjector
 from .soak_oracle import Refused, Tally, check_integrity, check_lease, guarded
@@ -284,12 +285,13 @@ class Chaos:
 
     def step(self) -> None:
         op = self.rng.random()
-        if op < 0.55:
+        if self.faults.disk.write_fault is not None and op < 0.15:
+            self.faults.toggle_writes()  # a write fault lasts a few steps
+        elif op < 0.55:
             self.move()
         elif op < 0.8:
-            if self.faults.damage_file() is not None:
-                self.tally.bump("file_faults")
-        elif op < 0.85:
+            self.faults.damage_file()
+        elif op < 0.83:
             self.faults.toggle_writes()
         else:
             check_integrity(self.m, self.tally)

@@ -128,6 +128,8 @@ class FaultInjector:
             kind = rng.choice(FILE_FAULTS)
             try:
                 raw = path.read_bytes()
+                if not raw:
+                    return None  # truncated to nothing already
                 if kind == "bitflip":
                     if len(raw) <= HEADER_BYTES:
                         return None
