@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     total = args.minutes * 60
     phases = [("single-threaded", 0, total)] if args.threads == 0 else [
         ("single-threaded", 0, total / 2), (f"{args.threads} threads + chaos", args.threads, total / 2)]
-    print(f"soak: {args.minutes:g} min, seed {args.seed}; {machine()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"soak: {args.minutes:g} min, seed {args.seed}; {machine()}; {when}")
     results: dict[str, Any] = {"machine": machine(), "seed": args.seed, "minutes": args.minutes, "phases": {}}
     rows = []
     ok = True

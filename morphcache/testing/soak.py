@@ -42,7 +42,8 @@ FAILURES = ("wrong_reads", "undocumented", "integrity_failures", "undetected_fau
 @dataclass(frozen=True)
 class SoakConfig:
     """``seconds`` of work (and at least ``min_steps`` steps per request thread); ``threads`` request
-    threads plus a chaos thread, or 0 for one loop doing both."""
+    threads plus a chaos thread, or 0 for one loop doing both; the runtime's shape; ``spec``, a spec
+    file other than the shipped one (to show what the soak catches on a weakened design)."""
 
     seconds: float = 10.0
     seed: int = 0
@@ -55,6 +56,7 @@ class SoakConfig:
     disk_pages: int = 10
     pool_capacity: int = 24
     prompts: int = 6
+    spec: str | None = None  # a spec file (default: the shipped one)
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,11 @@ class Requests:
         self.history = (self.history + [tokens])[-8:]
         self.n += 1
         sid = f"{self.name}.{self.n}"
+        rng = self.rng
         try:
             res = self._call("lookup", self.m.lookup, tokens)
             if isinstance(res, NeedsRecovery):
-                self._call("recover", self.m.recover, res.plan)
+                self._call("recover", self.m.recover, res.plan, block=rng.random() < 0.8)
                 res = self._call("lookup", self.m.lookup, tokens)
         except Refused:
             return
@@ -306,10 +309,14 @@ class Chaos:
                 return
             pid = rng.choice(ids)
             tier = m.page_state(pid)["tier"]
-            if tier == "gpu":
+            roll = rng.random()
+            args: tuple[Any, ...]
+            if roll < 0.1:
+                name, args = rng.choice([("evict", (pid,)), ("admit", (pid,)), ("drop", (pid,))])
+            elif tier == "gpu":
                 name, args = "offload", (pid, rng.choice(["host", "disk", "disk"]))
             elif tier in ("host", "disk"):
-                name, args = ("prefetch", (pid,)) if rng.random() < 0.8 else ("drop", (pid,))
+                name, args = ("prefetch", (pid,)) if roll < 0.9 else ("drop", (pid,))
             else:
                 name, args = rng.choice([("evict", (pid,)), ("admit", (pid,))])
             try:
@@ -352,7 +359,7 @@ def run_soak(cfg: SoakConfig) -> SoakResult:
         rc = RuntimeConfig(page_size=cfg.page_size, window=cfg.window, gpu_pages=cfg.gpu_pages,
                            host_pages=cfg.host_pages, disk_pages=cfg.disk_pages, disk_dir=os.path.join(tmp, "disk"),
                            pool_capacity=cfg.pool_capacity)
-        m = CacheManager(config=rc)
+        m = CacheManager(cfg.spec, config=rc)
         chaos = Chaos(m, tally, random.Random(rng.random()))
         shared = prompts(rng, cfg.prompts)
         workers = [Requests(m, tally, random.Random(rng.random()), f"t{i}", shared) for i in range(max(cfg.threads, 1))]

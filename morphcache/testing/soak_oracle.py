@@ -125,19 +125,18 @@ def check_lease(m: CacheManager, tally: Tally, lease: Lease, promised: Sequence[
     if bad:
         tally.problem("wrong_reads", f"lease {lease!r} pages {bad} hold bytes other than their tokens'")
     tally.bump("reads_checked")
-    with m.lock:  # a kernel launch: re-validate, then read the slots the rows name
-        try:
-            kl = guarded(tally, "kernel_lease", m.kernel_lease, [lease])
-            guarded(tally, "kernel_lease", kl.check_live)
-        except Refused:
-            tally.bump("reads_stale")
-            return
-        row = [int(s) for s in kl.block_table[0].tolist() if s >= 0]
-        wrong = [i for i, (slot, toks) in enumerate(zip(row, chunks, strict=True))
-                 if not _page_ok(m.store.read(slot), toks, i, C)]  # type: ignore[attr-defined]
-        if len(row) != len(chunks) or int(kl.seq_lens[0]) != (lease.tokens if lease.tail is not None
-                                                               else npages * C):
-            wrong.append(-1)
+    try:  # a kernel launch: re-validate, then read the slots the row names, outside the lock (the pins
+        # keep them: the lease is this thread's and only it releases it)
+        kl = guarded(tally, "kernel_lease", m.kernel_lease, [lease])
+        guarded(tally, "kernel_lease", kl.check_live)
+    except Refused:
+        tally.bump("reads_stale")
+        return
+    row = [int(s) for s in kl.block_table[0].tolist() if s >= 0]
+    wrong = [i for i, (slot, toks) in enumerate(zip(row, chunks, strict=False))
+             if not _page_ok(m.store.read(slot), toks, i, C)]  # type: ignore[attr-defined]
+    if len(row) != len(chunks) or int(kl.seq_lens[0]) != (lease.tokens if lease.tail is not None else npages * C):
+        wrong.append(-1)
     if wrong:
         tally.problem("wrong_reads", f"kernel row of {lease!r}: blocks {wrong} hold bytes other than their tokens'")
     tally.bump("reads_checked")
