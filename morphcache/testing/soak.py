@@ -73,6 +73,7 @@ class SoakResult:
     faults_detected: int
     writes_refused: int
     integrity_checks: int
+    integrity_checks_in_flight: int
     rss_start_mb: float
     rss_end_mb: float
     failures: dict[str, int]
@@ -376,8 +377,8 @@ def run_soak(cfg: SoakConfig) -> SoakResult:
         for w in workers:
             w.finish()
         check_integrity(m, tally)
-        _files(m, chaos, tally)
         m.close()
+        _files(m, chaos, tally)
         rss1 = _rss_mb()
     detected = sum(m.metrics().corrupt_pages.values())
     reached = chaos.faults.faults_reached
@@ -391,6 +392,7 @@ def run_soak(cfg: SoakConfig) -> SoakResult:
         reads_checked=c["reads_checked"], reads_stale=c["reads_stale"],
         faults_injected=dict(chaos.faults.injected), faults_reached=reached, faults_detected=detected,
         writes_refused=chaos.faults.writes_refused, integrity_checks=c["integrity_checks"],
+        integrity_checks_in_flight=c["integrity_checks_in_flight"],
         rss_start_mb=round(rss0, 1), rss_end_mb=round(rss1, 1), failures={k: c[k] for k in FAILURES},
         problems=tuple(tally.problems), counts=dict(sorted(c.items())))
 
@@ -434,10 +436,13 @@ def _threaded(cfg: SoakConfig, workers: list[Requests], chaos: Chaos, tally: Tal
 
 
 def _files(m: CacheManager, chaos: Chaos, tally: Tally) -> None:
-    """Every file in the disk directory is a page's, or a counted leftover; no temporary file stays."""
+    """After close: every file in the disk directory is a page's, or a leftover the metrics count; no
+    temporary file stays."""
     disk = chaos.faults.disk
-    with m.lock:
-        known = {disk.path(pid).name for pid in disk.pages} | {p.name for p in disk.leftovers}
-        for name in os.listdir(disk.dir):
-            if name.startswith((".page-", "page-")) and name not in known:
-                tally.problem("uncounted_files", f"{name} in the disk directory is no page's and not counted")
+    known = {disk.path(pid).name for pid in disk.pages} | {p.name for p in disk.leftovers}
+    for name in os.listdir(disk.dir):
+        if name.startswith((".page-", "page-")) and name not in known:
+            tally.problem("uncounted_files", f"{name} in the disk directory is no page's and not counted")
+    counted = m.metrics().extra.get("disk_leftover_files", 0)
+    if counted != len(disk.leftovers):
+        tally.problem("uncounted_files", f"{len(disk.leftovers)} leftover files, the metrics say {counted}")

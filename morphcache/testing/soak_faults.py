@@ -23,6 +23,7 @@ import os
 import random
 import stat
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class FaultyDisk(DiskTier):
     write_fault: str | None
     real_chmod: bool
     ledger_lock: threading.Lock
+    read_delay: float
 
     @classmethod
     def install(cls, m: CacheManager) -> FaultyDisk:
@@ -56,6 +58,7 @@ class FaultyDisk(DiskTier):
         disk.write_fault = None
         disk.real_chmod = os.geteuid() != 0
         disk.ledger_lock = threading.Lock()
+        disk.read_delay = 0.002
         assert isinstance(disk, FaultyDisk)
         return disk
 
@@ -80,6 +83,7 @@ class FaultyDisk(DiskTier):
 
     def get(self, pid: int) -> bytes | None:
         """Read the page file; count the read as a fault reached when it differs from the truth."""
+        time.sleep(self.read_delay)  # a slow disk: copies stay in flight a while
         data = super().get(pid)
         with self.ledger_lock:
             want = self.truth.get(pid)

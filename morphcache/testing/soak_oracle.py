@@ -145,8 +145,11 @@ def check_lease(m: CacheManager, tally: Tally, lease: Lease, promised: Sequence[
 def check_integrity(m: CacheManager, tally: Tally) -> None:
     """``check_integrity`` now; a report is an integrity failure (the runtime under test is meant to be
     right, so every report is either false or a real disagreement: both fail the run)."""
-    tally.bump("integrity_checks")
-    try:
-        guarded(tally, "check_integrity", m.check_integrity)
-    except Refused:
-        pass
+    with m.lock:
+        tally.bump("integrity_checks")
+        if m.parts.busy.inflight:
+            tally.bump("integrity_checks_in_flight")  # copies reserved, not landed: must be exact too
+        try:
+            guarded(tally, "check_integrity", m.check_integrity)
+        except Refused:
+            pass

@@ -30,6 +30,6 @@ def test_soak_request_threads_beside_a_chaos_thread() -> None:
 def test_soak_reports_faults_a_spec_without_verification_lets_through(tmp_path: Path) -> None:
     weak = spec_variant(tmp_path, {"objects.tier.events.land.guard": "copied[p]",
                                    "predicates.resident.expr": "tier[p] == 'gpu' and copied[p]"})
-    r = run_soak(SoakConfig(seconds=0, min_steps=1000, seed=13, spec=str(weak)))
-    assert r.faults_reached > 0 and r.failures["undetected_faults"] == 1, r.counts  # one report: the totals differ
-    assert r.faults_detected == 0 and r.failures["wrong_reads"] > 0, (r.failures, r.problems)
+    r = run_soak(SoakConfig(seconds=0, min_steps=1500, seed=13, spec=str(weak)))
+    assert r.faults_reached > 0 and r.faults_detected == 0, r.counts  # damaged copies landed, none found corrupt
+    assert not r.ok and r.failures["undetected_faults"] == 1, (r.failures, r.problems)  # one report: the totals
