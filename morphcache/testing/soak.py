@@ -57,6 +57,7 @@ class SoakConfig:
     pool_capacity: int = 24
     prompts: int = 6
     spec: str | None = None  # a spec file (default: the shipped one)
+    options: tuple[tuple[str, Any], ...] = ()  # further RuntimeConfig fields (policy, prefetch_workers, ...)
 
 
 @dataclass(frozen=True)
@@ -127,8 +128,13 @@ class Requests:
             check_lease(self.m, self.tally, lease, promised)
         elif op < 0.8 and self.held:
             self.release(rng.randrange(len(self.held)))
-        elif op < 0.9:
+        elif op < 0.85:
             self.abort(rng.choice(list(self.seqs)))
+        elif op < 0.9:
+            try:
+                self._call("slide", self.m.slide, rng.choice(list(self.seqs)))
+            except Refused:
+                pass
         else:
             self.capture()
         self.tally.bump("steps")
@@ -145,11 +151,14 @@ class Requests:
         self.n += 1
         sid = f"{self.name}.{self.n}"
         rng = self.rng
+        owner = rng.choice(list(self.seqs)) if self.seqs and rng.random() < 0.2 else None
+        limit = rng.randrange(1, len(tokens) + 1) if rng.random() < 0.1 else None
         try:
-            res = self._call("lookup", self.m.lookup, tokens)
+            self._call("probe", self.m.probe, tokens)
+            res = self._call("lookup", self.m.lookup, tokens, owner=owner, limit=limit)
             if isinstance(res, NeedsRecovery):
                 self._call("recover", self.m.recover, res.plan, block=rng.random() < 0.8)
-                res = self._call("lookup", self.m.lookup, tokens)
+                res = self._call("lookup", self.m.lookup, tokens, owner=owner, limit=limit)
         except Refused:
             return
         if isinstance(res, Ready):
@@ -313,7 +322,8 @@ class Chaos:
             roll = rng.random()
             args: tuple[Any, ...]
             if roll < 0.1:
-                name, args = rng.choice([("evict", (pid,)), ("admit", (pid,)), ("drop", (pid,))])
+                name, args = rng.choice([("evict", (pid,)), ("admit", (pid,)), ("drop", (pid,)), ("compress", (pid,)),
+                                         ("recompress", (pid,)), ("build_index", (pid,)), ("release_tail", (pid,))])
             elif tier == "gpu":
                 name, args = "offload", (pid, rng.choice(["host", "disk", "disk"]))
             elif tier in ("host", "disk"):
@@ -359,7 +369,7 @@ def run_soak(cfg: SoakConfig) -> SoakResult:
     with tempfile.TemporaryDirectory(prefix="morphcache-soak-") as tmp:
         rc = RuntimeConfig(page_size=cfg.page_size, window=cfg.window, gpu_pages=cfg.gpu_pages,
                            host_pages=cfg.host_pages, disk_pages=cfg.disk_pages, disk_dir=os.path.join(tmp, "disk"),
-                           pool_capacity=cfg.pool_capacity)
+                           pool_capacity=cfg.pool_capacity, **dict(cfg.options))
         m = CacheManager(cfg.spec, config=rc)
         chaos = Chaos(m, tally, random.Random(rng.random()))
         shared = prompts(rng, cfg.prompts)

@@ -43,7 +43,8 @@ DOCUMENTED: dict[str, tuple[type[Exception], ...]] = {
     "register": _STATE, "append": _STATE, "append_batch": _STATE, "attach": _STATE, "free": _STATE,
     "acquire": _STATE, "capture": _STATE, "uncapture": _STATE, "lookup": _STATE + (DiversionError,),
     "read": (StaleLeaseError,), "kernel_lease": (StaleLeaseError,),
-    "offload": _PAGE, "prefetch": _PAGE, "drop": _PAGE, "evict": _PAGE, "admit": _PAGE,
+    "offload": _PAGE, "prefetch": _PAGE, "drop": _PAGE, "evict": _PAGE, "admit": _PAGE, "compress": _PAGE,
+    "recompress": _PAGE, "build_index": _PAGE, "release_tail": _PAGE, "slide": _STATE, "probe": (),
     "recover": (), "release": (), "check_integrity": (), "frontier": (), "copy": (),
 }
 """The exceptions each call may raise in the soak (its arguments are always well formed)."""
