@@ -212,3 +212,27 @@ def test_integrity_is_exact_while_a_copy_is_in_flight(tmp_path: Path, monkeypatc
     assert m.page_state(pid)["tier"] == "gpu"
     m.check_integrity()
     m.close()
+
+
+def test_spill_into_an_unwritable_directory_drops_no_victim(make_manager: Callable[..., CacheManager],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failed spill above with the directory refusing even the temporary file (read-only or
+    unwritable): still no victim dropped, no file left, the page stays on the GPU."""
+    m = make_manager(host_pages=1, disk_pages=1)
+    m.register("a", toks(0, 12))
+    m.free("a")
+    pages = list(m.cached_pages())
+    m.offload(pages[0], "disk")
+    m.offload(pages[1], "host")
+    before = digest(m)
+
+    def mkstemp(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tiers_module.tempfile, "mkstemp", mkstemp)
+    with pytest.raises(TierError, match="Permission denied"):
+        m.offload(pages[2], "host")
+    after = digest(m)
+    assert after["pages"] == before["pages"] and after["pooled"] == before["pooled"]
+    assert sorted(os.listdir(m.disk.dir)) == [".lock", f"page-{pages[0]}.kv"]
+    m.check_integrity()
