@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNS = sorted((ROOT / "spec" / "designs").glob("*.yaml"))
 
 SHARING = {"slide_own_frontier", "release_all_pins", "attach_captured", "recompute_own_graph",
-           "prefetch_own_graph", "offload_own_lease"}
+           "prefetch_own_graph", "offload_own_lease", "attach_expired_window"}
 """Wrong only when readers share pages: the trace shows one reader acting on what another holds."""
 GHOST_FACT = {"verify_blind", "forget_held_tail"}
 """Wrong only because a flag is trusted without its fact: the trace ends on a ghost the design cannot see."""
