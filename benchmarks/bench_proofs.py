@@ -77,7 +77,7 @@ def bounded(depth: int, budget: float) -> str:
     ts = TransitionSystem(spec)
     props = [p for p in spec.properties if p.kind != "lemma"]
     start, cpu = time.perf_counter(), time.process_time()
-    search = BoundedSearch(ts, SolverLimits())
+    search = BoundedSearch(ts, SolverLimits(timeout_ms=int(budget * 1000)))  # the budget bounds each query too
     try:
         found = search.run(props, depth, 0, stop_at_first=True, seconds=budget)
     except Unknown as exc:
