@@ -8,11 +8,15 @@ influence, ``proofs/slicing.py``) and, deeper, by BMC.  Here each trace is
   one transition, which the explicit search does not use),
 * evaluated at its end with the expression interpreter (``spec/interp.py``): the property fails, and
 * confirmed shortest by bounded model checking of the whole, unsliced system to one step less.
+
+The README's catalogue table lists every design with the length of its traces and the readers acting
+in them, as found here.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +37,30 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNS = sorted((ROOT / "spec" / "designs").glob("*.yaml"))
 
 SHARING = {"slide_own_frontier", "release_all_pins", "attach_captured", "recompute_own_graph",
-           "prefetch_own_graph", "offload_own_lease"}
+           "prefetch_own_graph", "offload_own_lease", "attach_expired_window"}
 """Wrong only when readers share pages: the trace shows one reader acting on what another holds."""
 GHOST_FACT = {"verify_blind", "forget_held_tail"}
 """Wrong only because a flag is trusted without its fact: the trace ends on a ghost the design cannot see."""
+
+
+def _readme_catalogue() -> dict[str, tuple[set[int], str]]:
+    """The README's catalogue table: design -> (the trace lengths in its "steps" cell, its "readers" cell)."""
+    rows: dict[str, tuple[set[int], str]] = {}
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`") and cells[0].strip("`") in {p.stem for p in DESIGNS}:
+            rows[cells[0].strip("`")] = ({int(x) for x in re.findall(r"\d+", cells[3])}, cells[4])
+    return rows
+
+
+README_ROWS = _readme_catalogue()
 
 
 def test_catalogue_size() -> None:
     names = {p.stem for p in DESIGNS}
     assert len(DESIGNS) >= 21
     assert SHARING | GHOST_FACT <= names and len(SHARING | GHOST_FACT) >= 8
+    assert set(README_ROWS) == names, "the README's catalogue table lists every design once"
 
 
 def _violated(spec: Spec, prop: Property, state: dict[str, Any]) -> bool:
@@ -95,6 +113,9 @@ def test_design_is_refuted_with_a_shortest_trace(path: Path) -> None:
         if path.stem in GHOST_FACT:
             assert any(k.split("[")[0] in spec.ghosts for st in trace.steps for k in st.changed)
             assert any(g in " ".join(trace.failed) for g in spec.ghosts), trace.failed
+    traces = [t for t in (refuted[name].trace for name in spec.refutes) if t is not None]
+    figures = ({t.length for t in traces}, "".join(sorted({str(len(_readers_acting(t))) for t in traces})))
+    assert README_ROWS[path.stem] == figures, "the README's catalogue row gives the checker's figures"
 
 
 def test_cli_prints_step_table_with_readers_and_writes_itf(tmp_path: Path,

@@ -82,13 +82,13 @@ def test_attach_with_another_readers_lease_pins_for_itself_meanwhile(
     m.check_integrity()
 
 
-def _promised(m: CacheManager, lease: Lease) -> list[bytes]:
-    """The bytes each pinned page of ``lease`` must hold while it re-validates: its tokens at lease time."""
+def _promised(m: CacheManager, lease: Lease, tokens: list[int]) -> list[bytes]:
+    """The bytes each pinned page of ``lease`` must hold while it re-validates, from the tokens the test
+    itself wrote or asked for (``tokens``: the sequence's or the lookup's), not from the runtime's state."""
     out = []
-    for i, pid in enumerate(lease.pinned):
-        st = m.page_state(pid)
+    for i in range(len(lease.pinned)):
         n = m.C if i < len(lease.pages) else lease.tokens - len(lease.pages) * m.C
-        out.append(expected_payload(st["tokens"][:n], st["depth"], m.C)[: n * 8])
+        out.append(expected_payload(tokens[i * m.C: i * m.C + n], i, m.C)[: n * 8])
     return out
 
 
@@ -99,30 +99,45 @@ def test_freeing_under_held_leases_and_reusing_page_ids_keeps_every_row_true() -
     rng = random.Random(5)
     m = CacheManager(config=RuntimeConfig(page_size=4, window=8, gpu_pages=40, host_pages=0, pool_capacity=6))
     held: list[tuple[Lease, list[bytes]]] = []
-    live: list[str] = []
+    written: dict[str, list[int]] = {}  # every live sequence's tokens, as the test wrote them
+    seen: set[int] = set()
+    gone: set[int] = set()
+    reused: set[int] = set()
     checked = refused = 0
     for i in range(400):
         op = rng.randrange(6)
         try:
-            if op == 0 or not live:
+            if op == 0 or not written:
                 sid = f"s{i}"
-                m.register(sid, [rng.randrange(6) for _ in range(rng.randrange(1, 14))])
-                live.append(sid)
+                tokens = [rng.randrange(6) for _ in range(rng.randrange(1, 14))]
+                m.register(sid, tokens)
+                written[sid] = tokens
             elif op == 1:
-                lease = m.acquire(rng.choice(live))
-                held.append((lease, _promised(m, lease)))
+                sid = rng.choice(sorted(written))
+                lease = m.acquire(sid)
+                held.append((lease, _promised(m, lease, written[sid])))
             elif op == 2:
-                r = m.lookup([rng.randrange(6) for _ in range(rng.randrange(4, 14))])
+                query = [rng.randrange(6) for _ in range(rng.randrange(4, 14))]
+                r = m.lookup(query)
                 if isinstance(r, Ready):
-                    held.append((r.lease, _promised(m, r.lease)))
+                    held.append((r.lease, _promised(m, r.lease, query)))
             elif op == 3:
-                m.free(live.pop(rng.randrange(len(live))))
+                sid = sorted(written)[rng.randrange(len(written))]
+                m.free(sid)
+                del written[sid]
             elif op == 4 and held:
                 m.release(held.pop(rng.randrange(len(held)))[0])
             else:
-                m.append(rng.choice(live), [rng.randrange(6) for _ in range(rng.randrange(1, 6))])
+                sid = rng.choice(sorted(written))
+                more = [rng.randrange(6) for _ in range(rng.randrange(1, 6))]
+                m.append(sid, more)
+                written[sid] += more
         except MorphcacheError:
             pass
+        now = set(m.page_ids())
+        reused |= now & gone
+        gone = (gone | (seen - now)) - now
+        seen = now
         for lease, promised in held:
             kl = m.kernel_lease([lease])
             try:
@@ -136,4 +151,5 @@ def test_freeing_under_held_leases_and_reusing_page_ids_keeps_every_row_true() -
             checked += 1
         m.check_integrity()
     assert checked > 500 and refused > 20, (checked, refused)
+    assert len(reused) > 10, "page ids forgotten and given out again"
     m.close()
