@@ -23,7 +23,9 @@ write it.  The clock is logical: it ticks once per lookup, write or read the run
 ``make_policy`` turns ``RuntimeConfig(policy=...)`` into an instance: an ``EvictionPolicy`` is
 used as is, a name is looked up among the registered factories (``"lru"`` here; ``"flop"``,
 ``"semantic"`` and ``"saecache"`` register themselves when ``morphcache.policies`` is imported,
-which ``make_policy`` does on the first unknown name).
+which ``make_policy`` does on the first unknown name).  (Longer than most modules: the interface, the
+metadata it reads and the default LRU policy, the one every other policy is written against, read
+best together.)
 """
 
 from __future__ import annotations
