@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 
 from .errors import ConfigError
+from .metabatch import page_ids
 
 DECISIONS = ("gpu", "host", "disk", "pool")
 
@@ -225,10 +226,10 @@ class LRUPolicy(EvictionPolicy):
             self.pool_pending[page] = None
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
-        where, pooled = self.where, self.pooled
-        self._touch(self.pending, [m.page for m in metas if m.page in where])
-        if pooled:
-            self._touch(self.pool_pending, [m.page for m in metas if m.page in pooled])
+        pages = page_ids(metas)
+        self._touch(self.pending, list(filter(self.where.__contains__, pages)))
+        if self.pooled:
+            self._touch(self.pool_pending, list(filter(self.pooled.__contains__, pages)))
 
     def on_update(self, meta: PageMeta) -> None:
         self.on_update_many((meta,))
@@ -246,11 +247,18 @@ class LRUPolicy(EvictionPolicy):
                 place(meta, queue, True)
 
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
-        # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk
-        gpu = [m.page for m in crossed if m.tier == "gpu"]
-        if gpu:
-            self.where.update(dict.fromkeys(gpu, "gpu_hot" if crossed[0].holders else "gpu_cold"))
-            self._touch(self.pending, gpu)
+        # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk;
+        # a page is on the GPU exactly when its queue is one of the GPU's (placed from its tier)
+        if not crossed:
+            return
+        pages = page_ids(crossed)
+        queues = list(map(self.where.get, pages))
+        on_gpu = queues.count("gpu_hot") + queues.count("gpu_cold")
+        if on_gpu < len(pages):
+            pages = [page for page, queue in zip(pages, queues, strict=True) if queue in ("gpu_hot", "gpu_cold")]
+        if pages:
+            self.where.update(dict.fromkeys(pages, "gpu_hot" if crossed[0].holders else "gpu_cold"))
+            self._touch(self.pending, pages)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
         self._place(meta)

@@ -93,15 +93,14 @@ def unhold(rev: dict[int, Any], pid: int, rid: int) -> None:
 def reindex(rev: dict[int, Any], rid: int, pids: list[int], olds: list[int], values: list[int],
             init: int) -> None:
     """Update the reverse index after reader ``rid``'s entries at ``pids`` went from ``olds`` to ``values``."""
-    if all(o == init for o in olds) and init not in values:  # the reader takes pages it did not hold
-        new = [pid for pid in pids if pid not in rev]
-        if len(new) == len(pids):
-            rev.update(dict.fromkeys(new, rid))  # nobody held them: one holder each
+    n = len(pids)  # the two bulk cases below are decided by C-level passes over the ids
+    if olds.count(init) == n and init not in values:  # the reader takes pages it did not hold
+        if not any(map(rev.__contains__, pids)):
+            rev.update(dict.fromkeys(pids, rid))  # nobody held them: one holder each
             return
-    elif init not in olds and all(v == init for v in values):  # the reader lets go of pages it held
-        alone = [pid for pid in pids if rev.get(pid) == rid]
-        if len(alone) == len(pids):
-            deque(map(rev.__delitem__, alone), maxlen=0)  # it was their only holder
+    elif init not in olds and values.count(init) == n:  # the reader lets go of pages it held
+        if list(map(rev.get, pids)).count(rid) == n:
+            deque(map(rev.__delitem__, pids), maxlen=0)  # it was their only holder
             return
     for pid, old, value in zip(pids, olds, values, strict=True):
         if (old == init) == (value == init):

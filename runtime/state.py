@@ -20,6 +20,7 @@ write paths and the rollback that undoes them belong side by side.)
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import repeat
 from typing import Any
@@ -267,6 +268,8 @@ class StateStore:
         table = self.rp[name]
         found = table.get(rid)
         fresh = not found
+        if fresh and value == init:
+            return  # every entry is initial already: nothing written, nothing to undo
         row: dict[int, int] = table.setdefault(rid, {}) if fresh else found  # type: ignore[assignment]
         rev = self.rev.get(name)
         olds: list[int] = []
@@ -279,8 +282,7 @@ class StateStore:
         elif len(row) == len(pids) and all(map(row.__contains__, pids)):
             row.clear()
         else:
-            for pid in pids:
-                row.pop(pid, None)
+            deque(map(row.pop, pids, repeat(None)), maxlen=0)
         if not row:
             del table[rid]
         if rev is not None:
