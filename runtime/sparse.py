@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -44,9 +45,8 @@ class RPView:
         flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)
         one = bool(flat_r.size) and flat_r[0] == flat_r[-1] and bool((flat_r == flat_r[0]).all())
         if not one and flat_r.size > 8:  # many readers (a decode step): one lookup per pair
-            data, init, empty = self.data, self.init, EMPTY
-            pairs = zip(flat_r.tolist(), flat_p.tolist(), strict=True)
-            flat[:] = [(data.get(r) or empty).get(q, init) for r, q in pairs]
+            rows = map(self.data.get, flat_r.tolist(), repeat(EMPTY))  # one C-level pass per pair
+            flat[:] = list(map(dict.get, rows, flat_p.tolist(), repeat(self.init)))
             return out
         readers = [int(flat_r[0])] if one else np.unique(flat_r).tolist()
         for reader in readers:
