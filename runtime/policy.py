@@ -279,7 +279,9 @@ class LRUPolicy(EvictionPolicy):
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
         pages = page_ids(metas)
-        if not pages:
+        if len(pages) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost
+            for meta in metas:
+                self.on_access(meta, now)
             return
         idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
         self._ensure(int(idx.max()))
@@ -309,12 +311,21 @@ class LRUPolicy(EvictionPolicy):
         if not crossed:
             return
         pages = page_ids(crossed)
+        new = CODES["gpu_hot" if crossed[0].holders else "gpu_cold"]
+        if len(pages) <= 8:  # a page opened or a short prefix: scalar reads cost less than numpy's fixed cost
+            self._ensure(max(pages))
+            code = self.code
+            for page in pages:
+                if code[page] == CODES["gpu_hot"] or code[page] == CODES["gpu_cold"]:
+                    code[page] = new
+                    self._touch_one(page, False)
+            return
         idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
         self._ensure(int(idx.max()))
         codes = self.code[idx]
         gpu = idx[(codes == CODES["gpu_hot"]) | (codes == CODES["gpu_cold"])]
         if len(gpu):
-            self.code[gpu] = CODES["gpu_hot" if crossed[0].holders else "gpu_cold"]
+            self.code[gpu] = new
             self._touch_many(gpu, False)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:

@@ -38,6 +38,11 @@ class RPView:
 
     def gather(self, r: Any, p: Any) -> np.ndarray:
         """Values at broadcast index arrays ``r`` and ``p``."""
+        if p.__class__ is np.ndarray and p.ndim == 1 and not isinstance(r, np.ndarray):  # one reader's pages
+            row = self.data.get(int(r))
+            if not row:
+                return np.full(len(p), self.init, dtype=np.int64)
+            return np.fromiter(map(row.get, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(p))
         rr, pp = np.broadcast_arrays(np.asarray(r, dtype=np.int64), np.asarray(p, dtype=np.int64))
         out = np.full(rr.shape, self.init, dtype=np.int64)
         if not self.data or not out.size:

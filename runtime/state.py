@@ -248,7 +248,7 @@ class StateStore:
         if self.journal is not None:
             self.journal.append(("RP", name, rid, pids, olds))
         if init in values:
-            if len(row) == len(pids) and all(v == init for v in values) and all(map(row.__contains__, pids)):
+            if len(row) == len(pids) and values.count(init) == len(values) and all(map(row.__contains__, pids)):
                 row.clear()  # the whole row goes back to initial (a lease released, a block table emptied)
             else:
                 for pid, value in zip(pids, values, strict=True):
