@@ -207,22 +207,25 @@ class LRUPolicy(EvictionPolicy):
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
-        self.touched = [self._pending(self.touched, self.stamp)]
-        self.pool_touched = [self._pending(self.pool_touched, self.pool_stamp)]
+        self.touched = [np.asarray(self._pending(self.touched, self.stamp), dtype=np.int64)]
+        self.pool_touched = [np.asarray(self._pending(self.pool_touched, self.pool_stamp), dtype=np.int64)]
         self.held = len(self.touched[0]) + len(self.pool_touched[0])
 
     @staticmethod
-    def _pending(touched: list[Any], stamp: np.ndarray) -> np.ndarray:
+    def _pending(touched: list[Any], stamp: np.ndarray) -> list[int]:
         """The pages of ``touched``, each once, in the order of their last touch (and ``touched`` emptied)."""
+        if all(x.__class__ is int for x in touched):  # single touches only: the order of their last occurrence
+            pages = list(dict.fromkeys(reversed(touched)))
+            pages.reverse()
+            touched.clear()
+            return pages
         singles = [x for x in touched if x.__class__ is int]
         parts = [x for x in touched if x.__class__ is not int]
         touched.clear()
         if singles:
             parts.append(np.asarray(singles, dtype=np.int64))
-        if not parts:
-            return np.zeros(0, dtype=np.int64)
-        pages = np.unique(np.concatenate(parts)) if len(parts) > 1 else np.unique(parts[0])
-        return pages[np.argsort(stamp[pages], kind="stable")]  # type: ignore[no-any-return]
+        ids = np.unique(np.concatenate(parts)) if len(parts) > 1 else np.unique(parts[0])
+        return ids[np.argsort(stamp[ids], kind="stable")].tolist()  # type: ignore[no-any-return]
 
     def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
         page = meta.page
@@ -245,7 +248,7 @@ class LRUPolicy(EvictionPolicy):
         if self.touched:
             order, placed = self.order, self.placed
             pages = self._pending(self.touched, self.stamp)
-            for page, code in zip(pages.tolist(), self.code[pages].tolist(), strict=True):
+            for page, code in zip(pages, map(self.code.item, pages), strict=True):
                 queue, old = QUEUES[code], placed.get(page)
                 if old == queue:
                     if queue is not None:
@@ -260,8 +263,7 @@ class LRUPolicy(EvictionPolicy):
                     placed[page] = queue
         if self.pool_touched:
             pool = self.order["pool"]
-            pages = self._pending(self.pool_touched, self.pool_stamp)
-            for page in pages[self.in_pool[pages]].tolist():
+            for page in filter(self.pooled.__contains__, self._pending(self.pool_touched, self.pool_stamp)):
                 pool.pop(page, None)
                 pool[page] = None
         self.held = 0
