@@ -128,7 +128,7 @@ class Incremental:
         t = self.tracked[name]
         if isinstance(rid, np.ndarray):
             return np.fromiter((self.direct(name, int(x)) for x in rid.tolist()), dtype=bool, count=len(rid))
-        return not self._failing_pages(t, rid, list(self._domain(t, rid)))
+        return all(self._holds(t, rid, q) for q in list(self._domain(t, rid)))  # page by page: independent
 
     def _domain(self, t: Tracked, rid: int) -> Iterable[int]:
         return self.store.pages_of(t.domain_vars, rid)
