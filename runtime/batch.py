@@ -69,7 +69,7 @@ class VectorFiring:
         if (not self.distinct and plan.shape != "repeat" and len(np.unique(self.p)) != self.count) \
                 or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
                 or (not atomic and not plan.independent):
-            return pipe._fire_each(ev, self.r, self.p, self.count, atomic)
+            return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
         if plan.ends and not pipe.recorder.enabled:
             self.run_ends()
             return np.ones(self.count, dtype=bool)
@@ -82,7 +82,7 @@ class VectorFiring:
         for name, inc in plan.affine.items():
             moved[name] = _Affine(store.rvecs[name] if name in store.rvecs else store.vecs[name], steps * inc)
         if repeat:
-            ok = np.full(self.count, pipe._owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
+            ok = np.full(self.count, pipe.owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:
             ok = np.isin(self._owner_codes(), np.fromiter(pipe.sources[ev.name], dtype=np.int64))
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
@@ -119,7 +119,7 @@ class VectorFiring:
         pipe, ev, plan = self.pipe, self.ev, self.plan
         r, p, last = self.r, int(self.p[0]), self.count - 1
         n = pipe.names.bind(ev, r, p, None, None)
-        if pipe._owner_state(ev, r, p) not in pipe.sources[ev.name]:
+        if pipe.owner_state(ev, r, p) not in pipe.sources[ev.name]:
             self._refuse()
             return
         first = pipe.store.arrays
@@ -137,7 +137,7 @@ class VectorFiring:
                 self._refuse()
                 return
             writes.append((eff.target, kind, None, _py(values[-1])))
-        pipe._apply(ev, r, p, ev.target, writes)
+        pipe.apply_firing(ev, r, p, ev.target, writes)
         pipe.count(ev.name, self.count)
         pipe.vector_firings += self.count
 
@@ -152,7 +152,7 @@ class VectorFiring:
         rolled back on the refusal), so the refusal names the firing, the conjunct and the values exactly
         as a single firing does.  Refusals are rare; the single firings are the authority (should they
         all pass, the batch has fired)."""
-        return self.pipe._fire_each(self.ev, self.r, self.p, self.count, True)
+        return self.pipe.fire_each(self.ev, self.r, self.p, self.count, True)
 
     def _apply(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
         pipe, ev, plan = self.pipe, self.ev, self.plan
@@ -188,7 +188,7 @@ class VectorFiring:
         r, p = self.r, int(self.p[0])
         writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[-1]))
                   for eff, value in zip(ev.effects, values, strict=True)]
-        pipe._apply(ev, r, p, ev.target, writes)
+        pipe.apply_firing(ev, r, p, ev.target, writes)
         pipe.count(ev.name, self.count)
         pipe.vector_firings += self.count
 
@@ -203,7 +203,7 @@ class VectorFiring:
             proj = pipe.recorder.before(ev, r, p, n)
             writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[k]))
                       for eff, value in zip(ev.effects, values, strict=True)]
-            pipe._apply(ev, r, p, ev.target, writes)
+            pipe.apply_firing(ev, r, p, ev.target, writes)
             pipe.count(ev.name, 1)
             pipe.vector_firings += 1
             pipe.recorder.after(ev, r, p, None, proj)

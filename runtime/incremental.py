@@ -118,10 +118,7 @@ class Incremental:
             return np.fromiter((self.value(name, int(x)) for x in rid.tolist()), dtype=bool, count=len(rid))
         fails = t.fails.get(rid)
         if fails is None:
-            fails = t.fails[rid] = {}
-            for q in list(self._domain(t, rid)):
-                if not self._holds(t, rid, q):
-                    fails[q] = None
+            fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, list(self._domain(t, rid))))
             if fails:
                 t.failing.add(rid)
         return not fails
@@ -131,10 +128,24 @@ class Incremental:
         t = self.tracked[name]
         if isinstance(rid, np.ndarray):
             return np.fromiter((self.direct(name, int(x)) for x in rid.tolist()), dtype=bool, count=len(rid))
-        return all(self._holds(t, rid, q) for q in list(self._domain(t, rid)))
+        return all(self._holds(t, rid, q) for q in list(self._domain(t, rid)))  # page by page: independent
 
     def _domain(self, t: Tracked, rid: int) -> Iterable[int]:
         return self.store.pages_of(t.domain_vars, rid)
+
+    def _failing_pages(self, t: Tracked, rid: int, pids: list[int]) -> list[int]:
+        """The pages of ``pids`` where the body is false for reader ``rid``: one vector evaluation over
+        them all (a closure per page below 32 pages)."""
+        if len(pids) < 32:
+            return [q for q in pids if not self._holds(t, rid, q)]
+        saved_r, saved_q = self.names.get("r"), self.names.get(t.var)
+        self.names["r"] = rid
+        self.names[t.var] = qs = np.asarray(pids, dtype=np.int64)
+        try:
+            holds = np.broadcast_to(np.asarray(t.vbody(self.names, self.store.varrays), dtype=bool), qs.shape)
+        finally:
+            self.names["r"], self.names[t.var] = saved_r, saved_q
+        return qs[~holds].tolist()
 
     def _holds(self, t: Tracked, rid: int, q: int) -> bool:
         n = self.names

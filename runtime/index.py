@@ -90,16 +90,15 @@ class PrefixIndex:
         digest = xxhash.xxh3_64_intdigest
         h = ROOT_HASH
         full: list[int] = []
-        get = self.by_hash.get
-        i = 0
-        while i + c <= n:
-            h2 = digest(buf[i * 8:(i + c) * 8], seed=h)
+        get, keep, step = self.by_hash.get, full.append, 8 * c
+        for k in range(0, (n // c) * step, step):  # byte offsets of the whole pages
+            h2 = digest(buf[k:k + step], h)
             pid = get(h2)
             if pid is None:
                 break
-            full.append(pid)
+            keep(pid)
             h = h2
-            i += c
+        i = len(full) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
         first = rest[0] if rest else None

@@ -93,7 +93,8 @@ class CacheManager:
                 checked.append((check_seq_id(sid), check_tokens(toks)))
         with self.lock:
             readers = self.parts.readers
-            errors = self.parts.sequences.append_many([(readers.sequence(sid), toks) for sid, toks in checked])
+            recs = readers.sequence_many([sid for sid, _ in checked])
+            errors = self.parts.sequences.append_many(list(zip(recs, (toks for _, toks in checked), strict=True)))
         if errors:
             raise errors[0]
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UnknownPageError
+from .metabatch import MetaBatch
 from .policy import PageMeta
 
 
@@ -107,9 +108,9 @@ class PageDirectory:
             col[pid] = 0
         return LivePageMeta(self.cols, pid, depth, **kwargs)
 
-    def metas_of(self, pids: Iterable[int]) -> list[PageMeta]:
-        """The PageMeta of each of ``pids`` (live pages)."""
-        return list(map(self.metas.__getitem__, pids))
+    def metas_of(self, pids: Iterable[int]) -> MetaBatch:
+        """The PageMeta of each of ``pids`` (live pages), each built when it is read."""
+        return MetaBatch(list(pids), self.metas.__getitem__)
 
     def __len__(self) -> int:
         return len(self.records)

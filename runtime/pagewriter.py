@@ -16,7 +16,9 @@ undo action is registered for each), so a refusal leaves everything as it was.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -76,14 +78,14 @@ class PageWriter:
     def write_one_each(self, recs: list[PageRecord], tokens: list[int]) -> None:
         """Each page of ``recs`` takes one more token: records and the data plane (in one call when the
         store can)."""
-        offsets = [len(rec.tokens) for rec in recs]
-        for rec, token in zip(recs, tokens, strict=True):
-            rec.tokens.append(token)
+        lists = list(map(_TOKENS, recs))
+        offsets = list(map(len, lists))
+        deque(map(list.append, lists, tokens), maxlen=0)
         many = getattr(self.storage.data, "write_tokens_many", None)
         if many is not None and len(recs) > 4:
             n = len(recs)
-            many(np.fromiter((rec.gpu_slot for rec in recs), dtype=np.int64, count=n),
-                 np.fromiter((rec.meta.depth for rec in recs), dtype=np.int64, count=n),
+            many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=n),
+                 np.fromiter(map(_DEPTH, recs), dtype=np.int64, count=n),
                  np.fromiter(offsets, dtype=np.int64, count=n), np.fromiter(tokens, dtype=np.uint64, count=n))
             return
         write = self.storage.data.write_tokens
@@ -210,3 +212,6 @@ def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
 
 def _none(_: object) -> None:
     return None
+
+
+_TOKENS, _SLOT, _DEPTH = attrgetter("tokens"), attrgetter("gpu_slot"), attrgetter("meta.depth")

@@ -144,14 +144,14 @@ class Parts:
         parts = cls(config, cspec, lock, pipe, pages, readers, index, storage, busy, seam, collector, tiers,
                     prefetcher, morph, leases, lookups, sequences, recovery, metrics,
                     config.page_bytes or data.page_bytes, ident, recurrent)
-        pipe.watch(GEN, parts._publish_generation)
+        pipe.watch(GEN, parts.publish_generation)
         readers.on_retire.append(pipe.names.inc.forget_reader)
         for agg in cspec.aggregates.values():
             for var in agg.reads:
                 pipe.watch(var, pipe.names.dirty)
         return parts
 
-    def _publish_generation(self, index: Any) -> None:
+    def publish_generation(self, index: Any) -> None:
         """Tell the data plane the generation of pages on the GPU whose ``gen`` changed."""
         pids = index.tolist() if isinstance(index, np.ndarray) else [index]
         store, records, data = self.pipe.store, self.pages.records, self.storage.data

@@ -133,7 +133,7 @@ class Pipeline:
         rec = self.recorder.enabled
         if rec:
             before = self.recorder.before(ev, r, p, n)
-        self._apply(ev, r, p, target, writes)
+        self.apply_firing(ev, r, p, target, writes)
         self.count(name, 1)
         if rec:
             self.recorder.after(ev, r, p, params, before)
@@ -148,12 +148,13 @@ class Pipeline:
         """Whether ``fire(name, r, p)`` would pass its source state and guard (bounds aside); changes
         nothing.  Policies ask this before proposing a step."""
         ev = self.cspec.events[name]
-        if self._owner_state(ev, r, p) not in self.sources[name]:
+        if self.owner_state(ev, r, p) not in self.sources[name]:
             return False
         guard = ev.guard if self.fast else ev.gguard
         return bool(guard(self.names.bind(ev, r, p, None, None), self.store.arrays))
 
-    def _owner_state(self, ev: CompiledEvent, r: int | None, p: int | None) -> int:
+    def owner_state(self, ev: CompiledEvent, r: int | None, p: int | None) -> int:
+        """The state code of ``ev``'s owner object for reader ``r`` on page ``p`` (reads only)."""
         store = self.store
         if ev.scope == "page":
             return store.cols[ev.owner][p]  # type: ignore[no-any-return]
@@ -162,7 +163,7 @@ class Pipeline:
         return store.rp_value(ev.owner, r, p)  # type: ignore[arg-type]
 
     def _source(self, ev: CompiledEvent, r: int | None, p: int | None, n: Mapping[str, Any]) -> int:
-        state = self._owner_state(ev, r, p)
+        state = self.owner_state(ev, r, p)
         if self.machine is None:
             if state not in self.sources[ev.name]:
                 raise self.refusals.source(ev, r, p, state)
@@ -217,7 +218,9 @@ class Pipeline:
             raise DomainError(ev.name, p, self.refusals.block(p), self.describe(r), ev.guard_text,
                               f"{lo} <= {eff.target} <= {hi}", f"the effect gives {eff.target} = {value}")
 
-    def _apply(self, ev: CompiledEvent, r: int | None, p: int | None, target: int, writes: list[Write]) -> None:
+    def apply_firing(self, ev: CompiledEvent, r: int | None, p: int | None, target: int, writes: list[Write]) -> None:
+        """Stage 5 of one firing already decided: owner := ``target``, then every write, watchers told,
+        tracked quantifiers brought up to date."""
         store, watchers = self.store, self.watchers
         owner = self._plans[ev.name][0]
         for name, kind, index, value in [(ev.owner, owner, None, target), *writes]:
@@ -300,7 +303,7 @@ class Pipeline:
         if plan is not None:
             assert p is not None
             return VectorFiring(self, ev, plan, r, p, count, distinct).run(atomic)
-        return self._fire_each(ev, r, p, count, atomic)
+        return self.fire_each(ev, r, p, count, atomic)
 
     def fire_repeat(self, name: str, r: int, p: int, k: int) -> None:
         """Fire ``name`` ``k`` times for reader ``r`` on page ``p`` (each firing sees the ones before),
@@ -311,9 +314,11 @@ class Pipeline:
         if plan is not None:
             VectorFiring(self, ev, plan, r, pages, k).run(True)
             return
-        self._fire_each(ev, r, pages, k, True)
+        self.fire_each(ev, r, pages, k, True)
 
-    def _fire_each(self, ev: CompiledEvent, r: Any, p: Any, count: int, atomic: bool) -> np.ndarray:
+    def fire_each(self, ev: CompiledEvent, r: Any, p: Any, count: int, atomic: bool) -> np.ndarray:
+        """A batch fired one single firing at a time (all or none inside a transaction when ``atomic``);
+        the mask of the firings that fired."""
         rs: list[int | None]
         if r is None:
             rs = [None] * count

@@ -23,16 +23,22 @@ write it.  The clock is logical: it ticks once per lookup, write or read the run
 ``make_policy`` turns ``RuntimeConfig(policy=...)`` into an instance: an ``EvictionPolicy`` is
 used as is, a name is looked up among the registered factories (``"lru"`` here; ``"flop"``,
 ``"semantic"`` and ``"saecache"`` register themselves when ``morphcache.policies`` is imported,
-which ``make_policy`` does on the first unknown name).
+which ``make_policy`` does on the first unknown name).  (Longer than most modules: the interface, the
+metadata it reads and the default LRU policy, the one every other policy is written against, read
+best together.)
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
+from typing import Any
+
+import numpy as np
 
 from .errors import ConfigError
+from .metabatch import page_ids
 
 DECISIONS = ("gpu", "host", "disk", "pool")
 
@@ -134,11 +140,16 @@ class LRUPolicy(EvictionPolicy):
     queue; an access moves it to the end of its queue and of the pool.  ``propose`` yields from
     ordered dicts, no scan per decision beyond the proposals the runtime consumes.
 
-    Touches are buffered: a notification records the page at the end of ``pending`` (its logical
-    queue in ``where``), and the ordered dicts take the buffered pages, in the order of their last
-    touch, when a decision needs them.  The pages not touched since keep their order ahead of the
-    touched ones, exactly as if every touch had moved its page at once; a page touched many times
-    between two decisions (a prefix looked up, attached and freed) is moved once.
+    Touches are stamped: a notification writes the logical time of the touch into a per-page column
+    (a bulk one: one vector write for the whole prefix) and remembers which pages it touched; the
+    ordered dicts take the touched pages, in the order of their last stamp, when a decision needs
+    them.  The pages not touched since keep their order ahead of the touched ones, exactly as if every
+    touch had moved its page at once; a page touched many times between two decisions (a prefix
+    looked up, attached and freed) is moved once::
+
+        page       7    12    40    41          code: its queue now (0: none), in a column
+        stamp      3     9     5     8          touched since the last decision: 12, 40, 41
+        decision   queue ... 7 | 40 41 12       (untouched first, then by stamp)
     """
 
     name = "lru"
@@ -148,11 +159,16 @@ class LRUPolicy(EvictionPolicy):
             "gpu_cold": OrderedDict(), "gpu_hot": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict(),
             "pool": OrderedDict(),
         }
-        self.where: dict[int, str] = {}  # page -> its tier queue now
         self.pooled: set[int] = set()  # pages in the pool now
         self.placed: dict[int, str] = {}  # page -> the ordered dict it sits in
-        self.pending: dict[int, None] = {}  # pages touched since the last decision, last touch last
-        self.pool_pending: dict[int, None] = {}
+        self.code = np.zeros(64, dtype=np.int8)  # page -> code of its tier queue now (QUEUES; 0: none)
+        self.in_pool = np.zeros(64, dtype=bool)
+        self.stamp = np.zeros(64, dtype=np.int64)  # page -> logical time of its last touch (tier queue)
+        self.pool_stamp = np.zeros(64, dtype=np.int64)
+        self.clock = 0
+        self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
+        self.pool_touched: list[Any] = []
+        self.held = 0  # entries in the two lists above, compacted when they grow past the pages known
 
     @staticmethod
     def _queue(meta: PageMeta) -> str | None:
@@ -161,36 +177,79 @@ class LRUPolicy(EvictionPolicy):
             return "gpu_hot" if meta.holders else "gpu_cold"
         return tier if tier in ("host", "disk") else None
 
+    def _ensure(self, page: int) -> None:
+        size = len(self.code)
+        if page >= size:
+            new = max(2 * size, page + 1)
+            for name in ("code", "in_pool", "stamp", "pool_stamp"):
+                old = getattr(self, name)
+                col = np.zeros(new, dtype=old.dtype)
+                col[:size] = old
+                setattr(self, name, col)
+
+    def _touch_one(self, page: int, pool: bool) -> None:
+        self.clock += 1
+        (self.pool_stamp if pool else self.stamp)[page] = self.clock
+        (self.pool_touched if pool else self.touched).append(page)
+        self.held += 1
+        if self.held > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+            self._compact()
+
+    def _touch_many(self, pages: np.ndarray, pool: bool) -> None:
+        n = len(pages)
+        if n:
+            (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
+            self.clock += n
+            (self.pool_touched if pool else self.touched).append(pages)
+            self.held += n
+            if self.held > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+                self._compact()
+
+    def _compact(self) -> None:
+        """The touched pages kept once each (no decision for a long while)."""
+        self.touched = [np.asarray(self._pending(self.touched, self.stamp), dtype=np.int64)]
+        self.pool_touched = [np.asarray(self._pending(self.pool_touched, self.pool_stamp), dtype=np.int64)]
+        self.held = len(self.touched[0]) + len(self.pool_touched[0])
+
     @staticmethod
-    def _touch(pending: dict[int, None], pages: list[int]) -> None:
-        deque(map(pending.pop, pages, [None] * len(pages)), maxlen=0)
-        pending.update(dict.fromkeys(pages))
+    def _pending(touched: list[Any], stamp: np.ndarray) -> list[int]:
+        """The pages of ``touched``, each once, in the order of their last touch (and ``touched`` emptied)."""
+        if all(x.__class__ is int for x in touched):  # single touches only: the order of their last occurrence
+            pages = list(dict.fromkeys(reversed(touched)))
+            pages.reverse()
+            touched.clear()
+            return pages
+        singles = [x for x in touched if x.__class__ is int]
+        parts = [x for x in touched if x.__class__ is not int]
+        touched.clear()
+        if singles:
+            parts.append(np.asarray(singles, dtype=np.int64))
+        ids = np.unique(np.concatenate(parts)) if len(parts) > 1 else np.unique(parts[0])
+        return ids[np.argsort(stamp[ids], kind="stable")].tolist()  # type: ignore[no-any-return]
 
     def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
         page = meta.page
+        self._ensure(page)
         if not known:
             queue = self._queue(meta)
-        if queue is None:
-            self.where.pop(page, None)
-        else:
-            self.where[page] = queue
-        pending = self.pending
-        pending.pop(page, None)
-        pending[page] = None
+        self.code[page] = 0 if queue is None else CODES[queue]
+        self._touch_one(page, False)
         if meta.pooled:
             if page not in self.pooled:
                 self.pooled.add(page)
-                self.pool_pending[page] = None
+                self.in_pool[page] = True
+                self._touch_one(page, True)
         elif page in self.pooled:
             self.pooled.discard(page)
-            self.pool_pending.pop(page, None)
+            self.in_pool[page] = False
             self.order["pool"].pop(page, None)
 
     def _flush(self) -> None:
-        if self.pending:
-            order, where, placed = self.order, self.where, self.placed
-            for page in self.pending:
-                queue, old = where.get(page), placed.get(page)
+        if self.touched:
+            order, placed = self.order, self.placed
+            pages = self._pending(self.touched, self.stamp)
+            for page, code in zip(pages, map(self.code.item, pages), strict=True):
+                queue, old = QUEUES[code], placed.get(page)
                 if old == queue:
                     if queue is not None:
                         order[queue].move_to_end(page)
@@ -202,37 +261,41 @@ class LRUPolicy(EvictionPolicy):
                 else:
                     order[queue][page] = None
                     placed[page] = queue
-            self.pending.clear()
-        if self.pool_pending:
+        if self.pool_touched:
             pool = self.order["pool"]
-            for page in self.pool_pending:
+            for page in filter(self.pooled.__contains__, self._pending(self.pool_touched, self.pool_stamp)):
                 pool.pop(page, None)
                 pool[page] = None
-            self.pool_pending.clear()
+        self.held = 0
 
     def on_insert(self, meta: PageMeta) -> None:
         self._place(meta)
 
     def on_access(self, meta: PageMeta, now: int) -> None:
         page = meta.page
-        if page in self.where:
-            self.pending.pop(page, None)
-            self.pending[page] = None
+        self._ensure(page)
+        if self.code[page]:
+            self._touch_one(page, False)
         if page in self.pooled:
-            self.pool_pending.pop(page, None)
-            self.pool_pending[page] = None
+            self._touch_one(page, True)
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
-        where, pooled = self.where, self.pooled
-        self._touch(self.pending, [m.page for m in metas if m.page in where])
-        if pooled:
-            self._touch(self.pool_pending, [m.page for m in metas if m.page in pooled])
+        pages = page_ids(metas)
+        if len(pages) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost
+            for meta in metas:
+                self.on_access(meta, now)
+            return
+        idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
+        self._ensure(int(idx.max()))
+        self._touch_many(idx[self.code[idx] != 0], False)
+        if self.pooled:
+            self._touch_many(idx[self.in_pool[idx]], True)
 
     def on_update(self, meta: PageMeta) -> None:
         self.on_update_many((meta,))
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
-        where, pooled, place = self.where, self.pooled, self._place
+        pooled, place = self.pooled, self._place
         for meta in metas:  # ``_queue`` inlined: a prefix attached or freed updates every page of it
             tier = meta.tier
             if tier == "gpu":
@@ -240,28 +303,45 @@ class LRUPolicy(EvictionPolicy):
             else:
                 queue = tier if tier == "host" or tier == "disk" else None
             page = meta.page
-            if where.get(page) != queue or meta.pooled != (page in pooled):
+            self._ensure(page)
+            if QUEUES[self.code[page]] != queue or meta.pooled != (page in pooled):
                 place(meta, queue, True)
 
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
-        # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk
-        gpu = [m.page for m in crossed if m.tier == "gpu"]
-        if gpu:
-            self.where.update(dict.fromkeys(gpu, "gpu_hot" if crossed[0].holders else "gpu_cold"))
-            self._touch(self.pending, gpu)
+        # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk;
+        # a page is on the GPU exactly when its queue is one of the GPU's (placed from its tier)
+        if not crossed:
+            return
+        pages = page_ids(crossed)
+        new = CODES["gpu_hot" if crossed[0].holders else "gpu_cold"]
+        if len(pages) <= 8:  # a page opened or a short prefix: scalar reads cost less than numpy's fixed cost
+            self._ensure(max(pages))
+            code = self.code
+            for page in pages:
+                if code[page] == CODES["gpu_hot"] or code[page] == CODES["gpu_cold"]:
+                    code[page] = new
+                    self._touch_one(page, False)
+            return
+        idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
+        self._ensure(int(idx.max()))
+        codes = self.code[idx]
+        gpu = idx[(codes == CODES["gpu_hot"]) | (codes == CODES["gpu_cold"])]
+        if len(gpu):
+            self.code[gpu] = new
+            self._touch_many(gpu, False)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
         self._place(meta)
 
     def on_remove(self, meta: PageMeta) -> None:
         page = meta.page
-        self.where.pop(page, None)
-        self.pending.pop(page, None)
+        self._ensure(page)
+        self.code[page] = 0  # a touch still buffered finds no queue and is skipped
+        self.in_pool[page] = False
         old = self.placed.pop(page, None)
         if old is not None:
             del self.order[old][page]
         self.pooled.discard(page)
-        self.pool_pending.pop(page, None)
         self.order["pool"].pop(page, None)
 
     def propose(self, decision: str) -> Iterator[int]:
@@ -270,6 +350,10 @@ class LRUPolicy(EvictionPolicy):
         seen: set[int] = set()
         for name in names:
             yield from _fresh(self.order[name], seen)
+
+
+QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  # LRU's tier queues by code
+CODES = {name: code for code, name in enumerate(QUEUES) if name is not None}
 
 
 _FACTORIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}

@@ -17,6 +17,9 @@ an old capture recorded) are read by no guard without a new lease or capture, an
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
+
+import numpy as np
 
 from .binding import BLOCK, GRAPH, LPIN, SEQ
 from .errors import UnknownSequenceError
@@ -81,6 +84,16 @@ class ReaderTable:
             raise UnknownSequenceError(f"no live sequence with id {name!r}")
         return rec
 
+    def sequence_many(self, names: list[str]) -> list[ReaderRecord]:
+        """``sequence`` of each of ``names`` (a decode step's): one pass over the names and one vector
+        read of their states; UnknownSequenceError for the first that is not a live sequence."""
+        recs = list(map(self.by_name.get, names))
+        if None not in recs:
+            rids = np.fromiter(map(_RID, recs), dtype=np.int64, count=len(recs))
+            if bool((self.store.rvecs[SEQ][rids] == self._active).all()):
+                return recs  # type: ignore[return-value]
+        return [self.sequence(name) for name in names]
+
     def sequences(self) -> list[ReaderRecord]:
         """Readers whose sequence is registered."""
         return [rec for rec in self.by_name.values() if self.active(rec)]
@@ -109,3 +122,6 @@ class ReaderTable:
             return "no reader"
         rec = self.by_rid.get(rid)
         return repr(rec) if rec is not None else f"reader #{rid}"
+
+
+_RID = attrgetter("rid")

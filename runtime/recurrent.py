@@ -20,6 +20,9 @@ change is a spec event through the pipeline, with the spec's guard::
 A checkpoint is usable when ``lookup.ready[ckpt]`` holds (saved, and taken at the page's current
 generation: a page that moved tier, was recomputed or forgotten has a new generation).  Payloads
 live in a ``CheckpointStore`` (their own store: a checkpoint is not part of a page's KV payload).
+
+Longer than most: the part answers six calls, each a short run of spec events, plus its integrity
+bookkeeping; split further, the calls would share their state through each other's names.
 """
 
 from __future__ import annotations

@@ -79,12 +79,12 @@ class PolicySeam:
         if len(pids) <= 8:
             for pid in pids:
                 holders[pid] += delta
-            crossed = [meta for meta in metas if holders[meta.page] == edge]
+            crossed = self.pages.metas_of([pid for pid in metas.pages if holders[pid] == edge])
         else:
             idx = np.fromiter(pids, dtype=np.int64, count=len(pids))
             holders[idx] += delta
             hit = holders[idx] == edge
-            crossed = metas if hit.all() else [metas[i] for i in np.flatnonzero(hit).tolist()]
+            crossed = metas if hit.all() else self.pages.metas_of(idx[hit].tolist())
         self.policy.on_holders_many(metas, crossed)
 
     def moved(self, rec: PageRecord, tier: str) -> None:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -37,6 +38,11 @@ class RPView:
 
     def gather(self, r: Any, p: Any) -> np.ndarray:
         """Values at broadcast index arrays ``r`` and ``p``."""
+        if p.__class__ is np.ndarray and p.ndim == 1 and not isinstance(r, np.ndarray):  # one reader's pages
+            row = self.data.get(int(r))
+            if not row:
+                return np.full(len(p), self.init, dtype=np.int64)
+            return np.fromiter(map(row.get, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(p))
         rr, pp = np.broadcast_arrays(np.asarray(r, dtype=np.int64), np.asarray(p, dtype=np.int64))
         out = np.full(rr.shape, self.init, dtype=np.int64)
         if not self.data or not out.size:
@@ -44,9 +50,8 @@ class RPView:
         flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)
         one = bool(flat_r.size) and flat_r[0] == flat_r[-1] and bool((flat_r == flat_r[0]).all())
         if not one and flat_r.size > 8:  # many readers (a decode step): one lookup per pair
-            data, init, empty = self.data, self.init, EMPTY
-            pairs = zip(flat_r.tolist(), flat_p.tolist(), strict=True)
-            flat[:] = [(data.get(r) or empty).get(q, init) for r, q in pairs]
+            rows = map(self.data.get, flat_r.tolist(), repeat(EMPTY))  # one C-level pass per pair
+            flat[:] = list(map(dict.get, rows, flat_p.tolist(), repeat(self.init)))
             return out
         readers = [int(flat_r[0])] if one else np.unique(flat_r).tolist()
         for reader in readers:
@@ -93,15 +98,14 @@ def unhold(rev: dict[int, Any], pid: int, rid: int) -> None:
 def reindex(rev: dict[int, Any], rid: int, pids: list[int], olds: list[int], values: list[int],
             init: int) -> None:
     """Update the reverse index after reader ``rid``'s entries at ``pids`` went from ``olds`` to ``values``."""
-    if all(o == init for o in olds) and init not in values:  # the reader takes pages it did not hold
-        new = [pid for pid in pids if pid not in rev]
-        if len(new) == len(pids):
-            rev.update(dict.fromkeys(new, rid))  # nobody held them: one holder each
+    n = len(pids)  # the two bulk cases below are decided by C-level passes over the ids
+    if olds.count(init) == n and init not in values:  # the reader takes pages it did not hold
+        if not any(map(rev.__contains__, pids)):
+            rev.update(dict.fromkeys(pids, rid))  # nobody held them: one holder each
             return
-    elif init not in olds and all(v == init for v in values):  # the reader lets go of pages it held
-        alone = [pid for pid in pids if rev.get(pid) == rid]
-        if len(alone) == len(pids):
-            deque(map(rev.__delitem__, alone), maxlen=0)  # it was their only holder
+    elif init not in olds and values.count(init) == n:  # the reader lets go of pages it held
+        if list(map(rev.get, pids)).count(rid) == n:
+            deque(map(rev.__delitem__, pids), maxlen=0)  # it was their only holder
             return
     for pid, old, value in zip(pids, olds, values, strict=True):
         if (old == init) == (value == init):

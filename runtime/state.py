@@ -20,6 +20,7 @@ write paths and the rollback that undoes them belong side by side.)
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import repeat
 from typing import Any
@@ -247,7 +248,7 @@ class StateStore:
         if self.journal is not None:
             self.journal.append(("RP", name, rid, pids, olds))
         if init in values:
-            if len(row) == len(pids) and all(v == init for v in values) and all(map(row.__contains__, pids)):
+            if len(row) == len(pids) and values.count(init) == len(values) and all(map(row.__contains__, pids)):
                 row.clear()  # the whole row goes back to initial (a lease released, a block table emptied)
             else:
                 for pid, value in zip(pids, values, strict=True):
@@ -267,6 +268,8 @@ class StateStore:
         table = self.rp[name]
         found = table.get(rid)
         fresh = not found
+        if fresh and value == init:
+            return  # every entry is initial already: nothing written, nothing to undo
         row: dict[int, int] = table.setdefault(rid, {}) if fresh else found  # type: ignore[assignment]
         rev = self.rev.get(name)
         olds: list[int] = []
@@ -279,8 +282,7 @@ class StateStore:
         elif len(row) == len(pids) and all(map(row.__contains__, pids)):
             row.clear()
         else:
-            for pid in pids:
-                row.pop(pid, None)
+            deque(map(row.pop, pids, repeat(None)), maxlen=0)
         if not row:
             del table[rid]
         if rev is not None:

@@ -1,0 +1,57 @@
+"""The pages of one step as the policy interface sees them: a sequence of ``PageMeta`` that carries the
+page ids and builds a page's metadata only when it is read.
+
+A lookup's hit, an attached prefix or a freed block table tells the policy about thousands of pages
+at once.  A policy that keys its order by page id (LRU) reads ``page_ids(metas)`` and never touches a
+``PageMeta``; a policy that scores pages iterates the batch as any sequence::
+
+    MetaBatch([7, 12, 40], directory.__getitem__)
+        .pages         [7, 12, 40]             (no PageMeta read)
+        [1]            PageMeta of page 12     (looked up on demand)
+        iter / len     every PageMeta / 3
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from .policy import PageMeta
+
+
+class MetaBatch(Sequence["PageMeta"]):
+    """Pages ``pages`` (distinct ids, in the step's order) and ``lookup``, id -> its PageMeta."""
+
+    __slots__ = ("pages", "lookup")
+
+    def __init__(self, pages: list[int], lookup: Callable[[int], PageMeta]) -> None:
+        self.pages = pages
+        self.lookup = lookup
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    @overload
+    def __getitem__(self, i: int) -> PageMeta: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[PageMeta]: ...
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return list(map(self.lookup, self.pages[i]))
+        return self.lookup(self.pages[i])
+
+    def __iter__(self) -> Iterator[PageMeta]:
+        return map(self.lookup, self.pages)
+
+    def __repr__(self) -> str:
+        return f"MetaBatch(pages={self.pages!r})"
+
+
+def page_ids(metas: Sequence[PageMeta]) -> list[int]:
+    """The page ids of ``metas`` (read off a ``MetaBatch`` without building its metadata)."""
+    if isinstance(metas, MetaBatch):
+        return metas.pages
+    return [meta.page for meta in metas]
