@@ -12,6 +12,7 @@ from rt_helpers import digest, toks
 
 from morphcache.runtime import (
     CacheManager,
+    GuardRefused,
     Lease,
     MorphcacheError,
     Ready,
@@ -152,4 +153,24 @@ def test_freeing_under_held_leases_and_reusing_page_ids_keeps_every_row_true() -
         m.check_integrity()
     assert checked > 500 and refused > 20, (checked, refused)
     assert len(reused) > 10, "page ids forgotten and given out again"
+    m.close()
+
+
+def test_the_spec_refuses_to_forget_a_pinned_page() -> None:
+    """The collector proposes ``forget`` only for pages nothing holds; the spec's guard disposes on its
+    own: asked directly to forget a freed sequence's partial page that a lease still pins, it refuses
+    on the pin and changes nothing (so dropping ``pin[p] == 0`` from the spec's guard fails here)."""
+    m = CacheManager(config=RuntimeConfig(page_size=4, window=8, gpu_pages=32))
+    m.register("a", [1, 2, 3, 4, 5, 6])
+    lease = m.acquire("a")
+    tail = lease.tail
+    assert tail is not None
+    m.free("a")
+    before = m.page_state(tail)
+    with pytest.raises(GuardRefused) as exc:
+        m.parts.pipe.fire("forget", None, tail)
+    assert exc.value.failed == "pin[p] == 0"
+    assert m.page_state(tail) == before
+    m.release(lease)
+    m.check_integrity()
     m.close()
