@@ -169,7 +169,7 @@ def replay(work: TypedWorkload, policy_name: str, gpu: int, host: int, cost: Cos
             served = 0
             if isinstance(result, Ready):
                 served = result.lease.tokens
-                m.attach(sid, result.lease)
+                m.attach(sid, result.lease, types=req.types_between(0, served))
                 m.release(result.lease)
             n = len(req.tokens)
             m.append(sid, req.tokens[served:], types=req.types_between(served, n))  # type: ignore[call-arg]

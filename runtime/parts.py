@@ -170,7 +170,7 @@ class Parts:
         extra["live_leases"] = len(self.leases)
         if self.storage.disk is not None:
             extra["disk_leftover_files"] = len(self.storage.disk.leftovers)
-        return self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals)
+        return self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals, self.seam.victims)
 
     def page_state(self, pid: int) -> dict[str, Any]:
         """Every spec value of a live page (decoded), plus its chain facts."""
