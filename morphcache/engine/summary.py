@@ -10,7 +10,7 @@ Rates are token-weighted over the prompts of the workload::
 
 The eviction policy's figures: ``evictions`` (its victims the runtime accepted, by decision: the
 GPU, the host or disk tier, the reuse pool), ``policy_refusals`` (its proposals the spec's guard or
-the runtime refused: pinned, in flight, captured, protected, not in the tier) and what it learned or
+the runtime refused: pinned, being written, in flight, protected, not in the tier) and what it learned or
 counted (``policy_stats``).
 
 Requests served on an approximate linear-layer state (opt-in Tail-Replay) are kept apart: the golden
