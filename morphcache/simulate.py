@@ -12,6 +12,14 @@ Workloads:
       --max-blocks M     keep the first M blocks of each request (prefixes stay prefixes)
       --block-tokens B   B tokens per 512-token trace block (hash id -> B pseudo-random bytes)
 
+Eviction: ``--policy NAME`` chooses the policy that proposes victims when a tier or the reuse pool is
+full (``lru``, the default; ``flop``, ``semantic``, ``saecache``: ``morphcache/policies``).  The chat's
+requests are typed (system, user, response spans; a session per conversation), so the typed
+policies see what they use.  The default pools are the memory pressure: GPU 24 pages and host 8
+(pages of 16 tokens) hold less than the default chat's 35 distinct full prompt pages (12 requests of
+up to 14 pages), so every policy offloads from the GPU and spills from the host (to the disk tier,
+64 pages); the report shows its evictions by decision, its refused proposals, and what it learned.
+
 Without a GPU the kernels run under the Triton interpreter (TRITON_INTERPRET=1, set if missing).
 The GPU pool is small on purpose, so pages are offloaded, spilled to disk and prefetched back.
 ``--unsafe`` serves the same workload with hash-only hits (no validation, no recovery, generation
@@ -39,6 +47,7 @@ from typing import TYPE_CHECKING
 from morphcache.args import Parser, add_limit_option, at_least, fraction, limits_of
 from morphcache.errors import UsageError
 from morphcache.limits import Limits
+from morphcache.runtime.policy import policy_names
 
 if TYPE_CHECKING:
     from morphcache.workloads import Request
@@ -75,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--tail-replay", type=fraction, metavar="BUDGET",
                    help="gdn-hybrid: every request may rebuild the linear layers' state by replaying only the "
                         "last BUDGET x hit tokens (a fraction, e.g. 0.05): approximate, reported apart")
+    e.add_argument("--policy", choices=policy_names(), default="lru",
+                   help="eviction policy (default lru); the default GPU and host pools (24 + 8 pages) are "
+                        "smaller than the default workload, so it evicts")
     e.add_argument("--gpu-pages", type=at_least(1), default=24,
                    help="GPU pool pages (default 24: small on purpose)")
     e.add_argument("--host-pages", type=at_least(0), default=8, help="host tier pages (default 8)")
@@ -169,7 +181,7 @@ def simulate_main(argv: list[str]) -> int:
         config = EngineConfig.named(args.model, weights=args.weights, gpu_pages=args.gpu_pages,
                                     host_pages=args.host_pages, disk_pages=args.disk_pages,
                                     disk_dir=disk_dir if args.disk_pages else None, ops=args.ops,
-                                    unsafe=args.unsafe, device=device)
+                                    unsafe=args.unsafe, device=device, policy=args.policy)
         err = Console(stderr=True)
         with Engine(config) as engine, Progress(
             TextColumn("[bold]simulate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),

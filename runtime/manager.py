@@ -98,12 +98,13 @@ class CacheManager:
         if errors:
             raise errors[0]
 
-    def attach(self, seq_id: str, lease: Lease) -> int:
+    def attach(self, seq_id: str, lease: Lease, *, types: Spans = None) -> int:
         """Start an empty sequence with a leased prefix (whole pages shared, a partial page copied);
-        the lease stays held.  Returns the frontier."""
+        the lease stays held.  ``types``: ``(start, end, type_name)`` spans over the lease's tokens;
+        the copied partial page carries those of its tokens.  Returns the frontier."""
         with self.lock:
             reader = self.parts.readers.sequence(seq_id)
-            return self.parts.sequences.attach(reader, self.parts.leases.own(lease))
+            return self.parts.sequences.attach(reader, self.parts.leases.own(lease), types)
 
     def free(self, seq_id: str) -> None:
         """End a sequence: its pages leave its block table, its sealed pages are proposed for the pool,

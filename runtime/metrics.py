@@ -41,6 +41,8 @@ class MetricsSnapshot:
     """Victims the eviction policy proposed that the spec's guard or the runtime refused."""
     state: StateMetricsSnapshot | None = None
     """Recurrent-state rebuilds, exact and approximate apart (None for a spec without recurrent state)."""
+    policy_victims: Mapping[str, int] = field(default_factory=dict)
+    """Victims of the eviction policy accepted, by decision (``"gpu"``, ``"host"``, ``"disk"``, ``"pool"``)."""
 
     @property
     def nominal_hit_rate(self) -> float:
@@ -89,13 +91,14 @@ class Metrics:
                 self.gap_tokens_by_object[obj] += gap
                 self.gap_lookups_by_object[obj] += 1
 
-    def snapshot(self, fired: Mapping[str, int], refused: Mapping[str, int], policy_refusals: int = 0
-                 ) -> MetricsSnapshot:
-        """A frozen copy (with the event counters of the firing pipeline and the policy's refusals)."""
+    def snapshot(self, fired: Mapping[str, int], refused: Mapping[str, int], policy_refusals: int = 0,
+                 policy_victims: Mapping[str, int] | None = None) -> MetricsSnapshot:
+        """A frozen copy (with the event counters of the firing pipeline and the policy's refusals and
+        accepted victims)."""
         return MetricsSnapshot(
             self.lookups, self.requested_tokens, self.nominal_tokens, self.effective_tokens, self.misses,
             self.ready, self.needs_recovery, dict(self.gap_tokens_by_object),
             dict(self.gap_lookups_by_object), dict(self.planned_by_path), dict(self.recoveries_by_path),
             dict(self.bytes_moved), dict(self.corrupt_pages), dict(fired), dict(refused), dict(self.extra),
-            policy_refusals,
+            policy_refusals, dict(policy_victims or {}),
         )

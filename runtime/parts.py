@@ -173,7 +173,7 @@ class Parts:
         extra["live_leases"] = len(self.leases)
         if self.storage.disk is not None:
             extra["disk_leftover_files"] = len(self.storage.disk.leftovers)
-        snap = self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals)
+        snap = self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals, self.seam.victims)
         return replace(snap, state=self.recurrent.snapshot(snap.requested_tokens))
 
     def page_state(self, pid: int) -> dict[str, Any]:

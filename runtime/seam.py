@@ -11,11 +11,13 @@ asked of ``config.policy`` and checked before it is obeyed.
     "pool"    in the reuse pool, ..., the spec lets it evict           evict it
 
 A refused proposal is counted (``policy_refusals``), reported to the policy (``on_refused``) and
-skipped.  The policy can lose performance; it can never make a step the spec forbids.
+skipped; an accepted one is counted by decision (``policy_victims``).  The policy can lose
+performance; it can never make a step the spec forbids.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,6 +38,7 @@ class PolicySeam:
         self.busy = busy
         self.now = 0
         self.refusals = 0
+        self.victims: Counter[str] = Counter()  # proposals accepted, by decision
 
     # -- clock and notifications ------------------------------------------------------------------
     def tick(self) -> int:
@@ -116,6 +119,7 @@ class PolicySeam:
             elif not any(self.pipe.allowed(ev, None, pid) for ev in events):
                 reason = f"spec refuses {' and '.join(events)}"
             else:
+                self.victims[decision] += 1
                 return pid
             self.refusals += 1
             self.policy.on_refused(decision, pid, reason)

@@ -158,15 +158,18 @@ class Sequences:
         return errors
 
     # -- attach -----------------------------------------------------------------------------------
-    def attach(self, reader: ReaderRecord, lease: Lease) -> int:
+    def attach(self, reader: ReaderRecord, lease: Lease, types: Spans = None) -> int:
         """Start an empty sequence with a leased prefix: its whole pages join the block table (spec
         ``attach``, the reader pinning them for the moment if the lease is another reader's), the
-        partial page is copied into a fresh page of the sequence.  The lease stays held."""
+        partial page is copied into a fresh page of the sequence (typed by ``types``, spans over the
+        lease's tokens, when given).  The lease stays held."""
         if reader.block:
             raise BadInputError(f"attach needs an empty sequence; {reader.name!r} has "
                                 f"{self.frontier(reader)} tokens")
         part = lease.partial
         extra = len(part.tokens) if part is not None and part.tokens else 0
+        kinds = token_types(types, lease.tokens)
+        part_kinds = kinds[len(lease.pages) * self.C:] if kinds is not None else None
         self.writer.room(reader, len(lease.pages) * self.C, extra)
         full = np.asarray(lease.pages, dtype=np.int64)
         own = lease.reader == reader.rid
@@ -189,7 +192,8 @@ class Sequences:
                 self.writer.undo(lambda: reader.block.clear())
                 pipe.fire("end_attach", rid)  # the windows the reader's kernels will read are there
             if extra:
-                self.writer.events(reader, len(lease.pages) * self.C, part.tokens, None, pending)  # type: ignore[union-attr]
+                self.writer.events(reader, len(lease.pages) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]
+                                   pending)
 
         self.writer.transaction(events)
         self.seam.holders(lease.pages, 1)

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from morphcache.model import MODEL_CONFIGS, ModelConfig, model_config
-from morphcache.runtime import RuntimeConfig
+from morphcache.runtime import RuntimeConfig, policy_names
 
 OPS = ("triton", "reference")
 WEIGHTS = ("seeded", "trained")
@@ -33,6 +33,8 @@ class EngineConfig:
     "reference" (plain-torch references behind the same interface).  ``unsafe``: hash-only hits,
     no validation, no recovery, generation guard off (to show the drift it causes).
     ``release_windows``: free the window layers' raw KV of pages that slid out of the window.
+    ``policy``: the registered name of the eviction policy that proposes victims when a tier or the
+    reuse pool is full (``"lru"``, ``"flop"``, ``"semantic"``, ``"saecache"``; see ``runtime/policy.py``).
     ``pool_capacity``: pages the reuse pool may hold (default: all tiers together).
     ``model``: the model's configuration (``named("gdn-hybrid")`` for the GDN hybrid); ``weights``:
     "seeded" (``HybridModel(model, seed)``) or "trained" (the shipped trained weights of a named
@@ -57,6 +59,7 @@ class EngineConfig:
     release_windows: bool = True
     prefetch_workers: int = 1
     device: str = "cpu"
+    policy: str = "lru"
 
     def __post_init__(self) -> None:
         if self.ops not in OPS:
@@ -72,6 +75,8 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.state_slots must be >= 1, got {self.state_slots}")
         if self.max_context is not None and self.max_context < 1:
             raise ValueError(f"EngineConfig.max_context must be >= 1, got {self.max_context}")
+        if self.policy not in policy_names():
+            raise ValueError(f"EngineConfig.policy must be one of {', '.join(policy_names())}, got {self.policy!r}")
 
     @classmethod
     def named(cls, model: str, **fields: object) -> EngineConfig:
@@ -128,5 +133,6 @@ class EngineConfig:
             auto_compress=False,
             auto_admit=True,
             auto_slide=True,
+            policy=self.policy,
         )
         return config if limit is None else dataclasses.replace(config, max_sequence_tokens=limit)

@@ -8,6 +8,7 @@
      ├── states       StatePools: every linear layer's working states and checkpoint area
      ├── store        TensorPageStore: the runtime's data plane over the pools (kernels' page copies)
      ├── manager      CacheManager(spec, RuntimeConfig, store): sequences, lookup, leases, tiers
+     ├── policy       the eviction policy (EngineConfig.policy) proposing the runtime's victims
      ├── ops          the kernel launchers the forward calls (guarded, reference, or unguarded)
      ├── checkpoints  where the nearest earlier recurrent-state checkpoint is found and new ones saved
      │                (the runtime's, checkpoints.py; none without recurrent state in the spec)
@@ -20,6 +21,7 @@ the logits of every computed position.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -34,12 +36,12 @@ from morphcache.engine.ops import AttentionOps, layout_alignment, make_ops
 from morphcache.engine.pools import PagePools
 from morphcache.engine.rebuild import CheckpointSource, NoCheckpoints
 from morphcache.engine.report import ServeResult
-from morphcache.engine.session import EngineCapacityError, Session
+from morphcache.engine.session import EngineCapacityError, Session, Spans
 from morphcache.engine.states import StatePools
 from morphcache.engine.store import TensorPageStore
 from morphcache.kernels import StaleReadError
 from morphcache.model import HybridModel, golden_logits, load_trained
-from morphcache.runtime import GDN_SPEC, SHIPPED_SPEC, CacheManager, StaleLeaseError
+from morphcache.runtime import GDN_SPEC, SHIPPED_SPEC, CacheManager, EvictionPolicy, StaleLeaseError, make_policy
 
 RETRIES = 1
 
@@ -63,7 +65,9 @@ class Engine:
         self.pools = PagePools(config.model, config.gpu_pages, config.device)
         self.states = StatePools(config.model, config.state_slots, config.gpu_pages, config.device)
         self.store = TensorPageStore(self.pools, self.model)
-        self.manager = CacheManager(spec if spec is not None else default_spec(config), config.runtime_config(),
+        self.policy: EvictionPolicy = make_policy(config.policy)
+        runtime_config = dataclasses.replace(config.runtime_config(), policy=self.policy)
+        self.manager = CacheManager(spec if spec is not None else default_spec(config), runtime_config,
                                     store=self.store)
         self.checkpoints: CheckpointSource = (
             RuntimeCheckpoints(self.manager, self.states, self.page_size)
@@ -76,16 +80,23 @@ class Engine:
         self.hash_only = HashOnlyIndex(self.page_size)
         self._ids = itertools.count()
 
-    def session(self, request_id: str | None = None) -> Session:
-        """A new, unopened session (its sequence id is unique within this engine)."""
+    def session(self, request_id: str | None = None, *, types: Spans = None, session: str | None = None,
+                task: str | None = None) -> Session:
+        """A new, unopened session (its sequence id is unique within this engine); ``types``,
+        ``session`` and ``task`` tag the pages it writes (see ``serve``)."""
         n = next(self._ids)
         rid = request_id if request_id is not None else f"req{n}"
-        return Session(self, f"{rid}#{n}", rid)
+        return Session(self, f"{rid}#{n}", rid, types=types, session=session, task=task)
 
     def serve(self, tokens: Sequence[int], *, decode: int = 0, request_id: str | None = None,
-              tail_replay: float | None = None) -> ServeResult:
+              tail_replay: float | None = None, types: Spans = None, session: str | None = None,
+              task: str | None = None) -> ServeResult:
         """Serve one request: reuse the cache for ``tokens``, prefill the rest, decode ``decode``
         greedy tokens.  Returns the logits of positions ``start .. len(prompt) + decode - 1``.
+
+        ``types``: ``(start, end, type_name)`` spans over the prompt, ``session`` / ``task``: the
+        request's ids; the runtime's pages carry them (``PageMeta``) for the eviction policy, and the
+        decoded tokens of a typed request are of type ``response``.  They change no logit.
 
         ``tail_replay`` (a fraction of the hit in [0, 1]): the request accepts an approximate
         linear-layer state, rebuilt by replaying only the last ``round(tail_replay x hit)`` tokens
@@ -102,19 +113,19 @@ class Engine:
             raise EngineCapacityError(f"request {request_id!r}: {len(tokens)} prompt + {decode} decoded tokens "
                                       f"exceed the context limit of {limit} tokens (EngineConfig.max_context)")
         for attempt in range(1 + RETRIES):
-            session = self.session(request_id)
+            live = self.session(request_id, types=types, session=session, task=task)
             try:
-                logits = session.open(list(tokens), tail_replay=tail_replay)
+                logits = live.open(list(tokens), tail_replay=tail_replay)
                 if decode:
-                    _, more = session.decode(decode, logits)
+                    _, more = live.decode(decode, logits)
                     logits = torch.cat([logits, more])
             except (StaleReadError, StaleLeaseError):
                 if attempt == RETRIES:
                     raise
                 continue
             finally:
-                session.close()
-            return ServeResult(tuple(session.tokens), session.start, logits, session.report(), session.pages)
+                live.close()
+            return ServeResult(tuple(live.tokens), live.start, logits, live.report(), live.pages)
         raise AssertionError("unreachable")
 
     def golden_diff(self, result: ServeResult) -> float:

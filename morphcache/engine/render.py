@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from morphcache.engine.summary import SimSummary
@@ -54,6 +55,9 @@ def summary_table(s: SimSummary) -> Table:
                  f"of the prompts' {total}: {s.reused_tokens} x {s.n_layers} layers less "
                  f"{s.rebuild_token_layers} rebuilding linear-layer state)")
     t.add_row("prefill saved vs no cache", line)
+    t.add_row("eviction policy", _policy_line(s))
+    if s.policy_stats:
+        t.add_row("policy state", escape(", ".join(f"{k} {v:.3g}" for k, v in s.policy_stats.items())))
     t.add_row("tier events", _pairs(s.tier_events))
     t.add_row("bytes moved", ", ".join(f"{k} {_bytes(v)}" for k, v in s.bytes_moved.items()) or "none")
     pools = (f"GPU {s.pools['gpu_pages']} pages, host {s.pools['host_pages']}, disk "
@@ -81,6 +85,15 @@ def summary_table(s: SimSummary) -> Table:
     for note in s.notes:
         t.add_row("note", note)
     return t
+
+
+def _policy_line(s: SimSummary) -> str:
+    where = ", ".join(f"{DECISION_NAMES[d]} {n}" for d, n in s.evictions.items() if n) or "none"
+    return f"{s.policy}: {s.evicted} evictions ({where}), {s.policy_refusals} proposals refused"
+
+
+DECISION_NAMES = {"gpu": "GPU -> host/drop", "host": "host -> disk/drop", "disk": "disk -> drop",
+                  "pool": "out of the reuse pool"}
 
 
 def _approximate_line(s: SimSummary) -> str:

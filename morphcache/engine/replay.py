@@ -5,7 +5,8 @@ requests with the golden forward, check the runtime's integrity after each reque
 
     for request i (arrival order):
         result = engine.serve(prompt, decode,          lookup, recovery, lease, state rebuild, cached
-                              tail_replay)             prefill, decode (a request the GPU pool cannot
+                              tail_replay, types,      prefill, decode (a request the GPU pool cannot
+                              session, task)
                                                        hold is refused and counted, the replay goes on)
         i % sample_every == 0 ?  |cached - golden|     golden_logits over prompt + decoded tokens:
                                  top-1 agreement       max difference and top-1 agreement
@@ -58,7 +59,8 @@ def replay(engine: Engine, requests: Sequence[Request], *, decode: int = 0, samp
     t0 = time.perf_counter()
     for i, req in enumerate(order):
         try:
-            result = engine.serve(req.tokens, decode=decode, request_id=req.request_id, tail_replay=tail_replay)
+            result = engine.serve(req.tokens, decode=decode, request_id=req.request_id, tail_replay=tail_replay,
+                                  types=req.spans or None, session=req.session, task=req.task)
         except (EngineCapacityError, CapacityError) as exc:
             refused.append(f"{req.request_id}: {exc}")
             if check_integrity:

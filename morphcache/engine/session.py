@@ -18,6 +18,8 @@
       forward_chunk         store, compress, read (kernels, under a SequenceLease); linear layers
                             advance the working state (gdn_prefill / gdn_decode)
       compress(sealed pages) then acquire(seq) again: every whole page is pinned before the next append
+    types, session, task (optional) tag the pages: register(seq, session, task), every append carries the
+    prompt's type spans clipped to the tokens appended; decoded tokens of a typed request are "response"
     close
       write back recomputed pages (repair.py; exact requests only), release the window layers' KV of
       pages that slid out, release the lease, withdraw an approximate request's pages
@@ -43,9 +45,19 @@ from morphcache.engine.repair import write_back
 from morphcache.engine.report import RequestReport
 from morphcache.kernels import KernelLease
 from morphcache.runtime import CapacityError, GuardRefused, Lease, MorphcacheError, StaleLeaseError
+from morphcache.workloads.typed import clip_spans
 
 if TYPE_CHECKING:
     from morphcache.engine.engine import Engine
+
+Spans = Sequence[tuple[int, int, str]] | None
+RESPONSE = ((0, 1, "response"),)  # the type span of one decoded token
+
+
+def clipped(spans: Spans, start: int, end: int) -> tuple[tuple[int, int, str], ...] | None:
+    """The request's type spans over ``prompt[start:end]``, shifted to start at 0 (``clip_spans``);
+    None for an untyped request."""
+    return None if spans is None else clip_spans(spans, start, end)
 
 
 class EngineCapacityError(RuntimeError):
@@ -61,8 +73,12 @@ class SessionFailedError(RuntimeError):
 class Session:
     """A live sequence of ``engine`` serving one request; ``open`` before ``extend``, then ``close``."""
 
-    def __init__(self, engine: Engine, seq_id: str, request_id: str) -> None:
+    def __init__(self, engine: Engine, seq_id: str, request_id: str, *, types: Spans = None,
+                 session: str | None = None, task: str | None = None) -> None:
         self.engine = engine
+        self.types = None if types is None else tuple(types)
+        self.session = session
+        self.task = task
         self.manager = engine.manager
         self.seq_id = seq_id
         self.request_id = request_id
@@ -107,16 +123,17 @@ class Session:
         except BaseException as exc:
             self.failed = f"{type(exc).__name__}: {exc}"
             raise
-        return self.extend(prompt[self.start:])
+        return self.extend(prompt[self.start:], types=clipped(self.types, self.start, len(prompt)))
 
     def _open_guarded(self, prompt: Sequence[int], approximate: bool) -> None:
         m = self.manager
-        m.register(self.seq_id, approximate=approximate and m.has_recurrent_state)  # spec opt_in
+        m.register(self.seq_id, approximate=approximate and m.has_recurrent_state,  # spec opt_in
+                   session=self.session, task=self.task)
         self.outcome = resolve_hit(m, prompt, len(prompt) - 1, self.seq_id)
         hit = self.outcome.lease
         if hit is not None:
             try:
-                m.attach(self.seq_id, hit)
+                m.attach(self.seq_id, hit, types=clipped(self.types, 0, hit.tokens))
                 self.lease = m.acquire(self.seq_id)
             finally:
                 m.release(hit)
@@ -125,7 +142,8 @@ class Session:
         m, c = self.manager, self.engine.page_size
         hit = self.engine.hash_only.lookup(prompt, len(prompt) - 1)
         n = hit.tokens(c)
-        m.register(self.seq_id, list(prompt[:n]))
+        m.register(self.seq_id, list(prompt[:n]), types=clipped(self.types, 0, n), session=self.session,
+                   task=self.task)
         src = list(hit.slots) + ([hit.partial_slot] if hit.partial_slot is not None else [])
         own = [int(m.page_state(pid)["gpu_slot"]) for pid in m.sequence_pages(self.seq_id)]
         if any(s < 0 for s in own):
@@ -136,8 +154,9 @@ class Session:
         self.outcome = HitOutcome(None, n, n, n, {}, {}, 0, 0, 0, 0)
 
     # -- extend -----------------------------------------------------------------------------------
-    def extend(self, tokens: Sequence[int]) -> Tensor:
-        """Append ``tokens`` and run them through the cached forward; their logits [n, vocab].
+    def extend(self, tokens: Sequence[int], types: Spans = None) -> Tensor:
+        """Append ``tokens`` (``types``: their type spans) and run them through the cached forward;
+        their logits [n, vocab].
 
         State: the runtime opens/seals pages for them (and may move other pages to make room); the
         forward stores their KV and compresses completed pages; the sealed pages are compressed in
@@ -151,7 +170,7 @@ class Session:
         rows: list[Tensor] = []
         at = 0
         for n in engine.checkpoints.pieces(m.frontier(self.seq_id), len(tokens)):  # cut at page ends
-            rows.append(self._write(tokens[at:at + n]))
+            rows.append(self._write(tokens[at:at + n], clipped(types, at, at + n)))
             at += n
         logits = torch.cat(rows) if len(rows) > 1 else rows[0]
         self._compress_sealed()
@@ -161,13 +180,13 @@ class Session:
         self.lease = fresh
         return logits
 
-    def _write(self, tokens: Sequence[int]) -> Tensor:
-        """Append ``tokens`` and run the writing pass over them; a state reached at a page end is
-        handed to the checkpoint source (rebuild.py)."""
+    def _write(self, tokens: Sequence[int], types: Spans) -> Tensor:
+        """Append ``tokens`` (``types``: their type spans) and run the writing pass over them; a state
+        reached at a page end is handed to the checkpoint source (rebuild.py)."""
         engine, m = self.engine, self.manager
         start = m.frontier(self.seq_id)
         try:
-            m.append(self.seq_id, list(tokens))
+            m.append(self.seq_id, list(tokens), types=types)
         except CapacityError as exc:  # no GPU slot without moving one of this request's own pages
             self._abandon(str(exc))
         try:
@@ -189,7 +208,7 @@ class Session:
         logits = last_logits
         for _ in range(steps):
             token = int(torch.argmax(logits[-1]))
-            logits = self.extend([token])
+            logits = self.extend([token], types=None if self.types is None else RESPONSE)
             out.append(token)
             rows.append(logits)
         cat = torch.cat(rows) if rows else last_logits[:0]

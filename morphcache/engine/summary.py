@@ -8,6 +8,11 @@ Rates are token-weighted over the prompts of the workload::
     reuse after recovery sum(reused)    / sum(prompt tokens)    read from the cache in the end
     gap by object        nominal - effective, charged to each object blocking the nominal position
 
+The eviction policy's figures: ``evictions`` (its victims the runtime accepted, by decision: the
+GPU, the host or disk tier, the reuse pool), ``policy_refusals`` (its proposals the spec's guard or
+the runtime refused: pinned, being written, in flight, protected, not in the tier) and what it learned or
+counted (``policy_stats``).
+
 Requests served on an approximate linear-layer state (opt-in Tail-Replay) are kept apart: the golden
 comparison (``sampled``, ``max_abs_diff``, ``drifted``, ``within_tolerance``) covers the exact
 requests only, and each approximate request is listed with its own divergence
@@ -16,6 +21,7 @@ requests only, and each approximate request is listed with its own divergence
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -25,6 +31,7 @@ from morphcache.engine.config import model_name
 from morphcache.engine.engine import Engine
 from morphcache.engine.replay import ReplayResult
 from morphcache.engine.report import RequestReport
+from morphcache.runtime.policy import DECISIONS
 
 TOLERANCE = 1e-4
 TIER_EVENTS = ("offload", "spill", "prefetch", "land", "corrupt", "drop", "recompute", "evict", "slide")
@@ -87,6 +94,10 @@ class SimSummary:
     approximate: tuple[ApproximateRequest, ...] = field(default_factory=tuple)
     checkpoint_tokens: int = 0
     """Hit tokens exact requests did not run through the linear layers: they started from a checkpoint."""
+    policy: str = "lru"
+    evictions: Mapping[str, int] = field(default_factory=dict)
+    policy_refusals: int = 0
+    policy_stats: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def nominal_hit_rate(self) -> float:
@@ -99,6 +110,11 @@ class SimSummary:
     @property
     def reuse_rate(self) -> float:
         return self.reused_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def evicted(self) -> int:
+        """The policy's accepted victims, every decision together."""
+        return sum(self.evictions.values())
 
     @property
     def gap_tokens(self) -> int:
@@ -135,7 +151,7 @@ class SimSummary:
                    reuse_rate=self.reuse_rate, gap_tokens=self.gap_tokens,
                    within_tolerance=self.within_tolerance,
                    approximate_reused_tokens=self.approximate_reused_tokens, replayed_tokens=self.replayed_tokens,
-                   token_layers_saved=self.token_layers_saved)
+                   token_layers_saved=self.token_layers_saved, evicted=self.evicted)
         return out
 
 
@@ -213,4 +229,8 @@ def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float
         tail_replay=tail_replay,
         approximate=_approximate(reps),
         checkpoint_tokens=sum(r.checkpoint_tokens for r in exact),
+        policy=cfg.policy,
+        evictions={d: int(m.policy_victims.get(d, 0)) for d in DECISIONS},
+        policy_refusals=m.policy_refusals,
+        policy_stats={k: float(v) for k, v in sorted(engine.policy.stats().items()) if math.isfinite(v)},
     )

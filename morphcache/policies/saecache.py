@@ -89,6 +89,7 @@ class SAECachePolicy(ScoredPolicy):
         self.ghosts: dict[str, OrderedDict[int, Ghost]] = {d: OrderedDict() for d in DECISIONS}
         self.ghosted: dict[int, int] = {}  # hash -> how many decisions hold a ghost of it
         self.pending: dict[int, str] = {}  # page -> decision it was last proposed for
+        self.hashed: set[int] = set()  # pages whose chain hash the policy has seen
         self.regrets = 0
         self.since_rekey = 0
         # parameters as read at the start of the epoch (until the next re-key)
@@ -172,6 +173,8 @@ class SAECachePolicy(ScoredPolicy):
     # -- notifications ------------------------------------------------------------------------------
     def on_insert(self, meta: PageMeta) -> None:
         known = meta.page in self.records
+        if meta.hash is not None:
+            self.hashed.add(meta.page)
         super().on_insert(meta)
         if meta.session is not None and not known:
             self._session_activity(meta)
@@ -186,7 +189,9 @@ class SAECachePolicy(ScoredPolicy):
 
     def on_update(self, meta: PageMeta) -> None:
         self._evicted(meta)
-        self._check_return(meta)
+        if meta.hash is not None and meta.page not in self.hashed:  # sealed now: written anew, a return
+            self.hashed.add(meta.page)  # (any other update, a pool eviction included, is no use of the page)
+            self._check_return(meta)
         super().on_update(meta)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
@@ -194,6 +199,7 @@ class SAECachePolicy(ScoredPolicy):
         super().on_move(meta, old_tier)
 
     def on_remove(self, meta: PageMeta) -> None:
+        self.hashed.discard(meta.page)
         decision = self.pending.get(meta.page)
         if decision is not None:
             self._ghost(meta, decision)
@@ -283,7 +289,9 @@ class SAECachePolicy(ScoredPolicy):
             del self.ghosted[h]
 
     def _check_return(self, meta: PageMeta) -> None:
-        """A page whose hash has a ghost came back: each such eviction is regretted."""
+        """A page whose hash has a ghost is used again (looked up, read, or written anew and sealed):
+        each such eviction is regretted.  Called on those uses only: the update that evicts a page
+        (it leaves the pool) must not count as its return."""
         h = meta.hash
         if h is None or h not in self.ghosted:
             return

@@ -9,7 +9,8 @@ i-1's prompt by the reply to it (exactly turn i-1's output_len tokens) and a new
 
 So prefixes are shared across turns of a conversation (the whole previous prompt) and across
 conversations (the system prompt). Segment lengths vary and are not page-aligned, so prefix hits
-land in the middle of pages.
+land in the middle of pages.  Each request is typed: its segments are spans of type ``system``,
+``user`` and ``response``, its session is the conversation (``chat{c}``) and its task ``chat``.
 """
 
 from __future__ import annotations
@@ -81,13 +82,17 @@ def synthetic_chat(
     for conv in range(n_conversations):
         start += rng.expovariate(1.0 / mean_gap_ms) if mean_gap_ms > 0 else 0.0
         prompt = _encode(SYSTEM_PROMPTS[rng.randrange(n_system_prompts)])
+        spans: tuple[tuple[int, int, str], ...] = ((0, len(prompt), "system"),)
         arrival = start
         for turn in range(turns):
             user = "\nUser: " + _text(rng, rng.randint(*user_len))
+            spans += ((len(prompt), len(prompt) + len(user), "user"),)
             prompt = prompt + _encode(user)
             output_len = rng.randint(*reply_len)
-            requests.append(Request(f"chat{conv}-turn{turn}", round(arrival, 3), prompt, output_len))
+            requests.append(Request(f"chat{conv}-turn{turn}", round(arrival, 3), prompt, output_len, spans,
+                                    f"chat{conv}", "chat"))
             reply = "\nAssistant: " + _text(rng, output_len - marker)
+            spans += ((len(prompt), len(prompt) + len(reply), "response"),)
             prompt = prompt + _encode(reply)
             arrival += rng.uniform(*think_ms)
     requests.sort(key=lambda r: (r.arrival_ms, r.request_id))

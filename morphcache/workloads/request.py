@@ -10,12 +10,18 @@ class Request:
     """A prompt to prefill and a number of tokens to decode, arriving at `arrival_ms`.
 
     tokens: the prompt, byte token ids 0..255. output_len: tokens the request decodes.
+    spans: ``(start, end, type_name)`` token-type spans over the prompt (empty: untyped);
+    session / task: the conversation and the kind of work it belongs to (None: unknown).  An engine
+    passes all three to the runtime, whose pages carry them for the eviction policy.
     """
 
     request_id: str
     arrival_ms: float
     tokens: tuple[int, ...]
     output_len: int
+    spans: tuple[tuple[int, int, str], ...] = ()
+    session: str | None = None
+    task: str | None = None
 
     def __post_init__(self) -> None:
         if self.arrival_ms < 0:

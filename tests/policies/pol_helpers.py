@@ -4,7 +4,7 @@ contract-checking wrapper, and a factory of every shipped policy.
 ``BadPolicy`` proposes, for every decision, the pages a test names (pinned, in flight, captured:
 whatever the runtime must refuse), then page ids it was never told about, then pages it knows in
 other tiers, and only then falls back to LRU so the runtime can still make progress.  Every
-refusal it hears of is recorded.
+decision it is asked (with the targets it proposed first) and every refusal it hears of is recorded.
 
 ``ContractPolicy`` wraps a policy and raises ``AssertionError`` as soon as the runtime breaks the
 notification contract (a notification for a page never inserted or already removed, an insert of
@@ -38,6 +38,7 @@ class BadPolicy(EvictionPolicy):
         self.fallback = LRUPolicy()
         self.tiers: dict[int, str] = {}
         self.refused: list[tuple[str, int, str]] = []
+        self.decisions: list[tuple[str, tuple[int, ...]]] = []  # each decision asked, with its targets
 
     def on_insert(self, meta: PageMeta) -> None:
         self.tiers[meta.page] = meta.tier
@@ -61,7 +62,9 @@ class BadPolicy(EvictionPolicy):
         self.refused.append((decision, page, reason))
 
     def propose(self, decision: str) -> Iterator[int]:
-        yield from list(self.targets())
+        targets = tuple(self.targets())
+        self.decisions.append((decision, targets))
+        yield from targets
         yield UNKNOWN_PAGE
         yield from [p for p, t in self.tiers.items() if t != decision]
         yield from self.fallback.propose(decision)

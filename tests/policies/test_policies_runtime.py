@@ -35,7 +35,7 @@ def _replay(m: object, requests: tuple[TypedRequest, ...]) -> None:
         served = 0
         if isinstance(res, Ready):
             served = res.lease.tokens
-            m.attach(sid, res.lease)  # type: ignore[attr-defined]
+            m.attach(sid, res.lease, types=req.types_between(0, served))  # type: ignore[attr-defined]
             m.release(res.lease)  # type: ignore[attr-defined]
         m.append(sid, req.tokens[served:], types=req.types_between(served, len(req.tokens)))  # type: ignore
         m.append(sid, req.output, types=req.output_spans)  # type: ignore[attr-defined]

@@ -120,3 +120,32 @@ def test_saecache_learns_that_masked_tool_outputs_are_not_reused() -> None:
     tool, system = pol.model.omega("tool"), pol.model.omega("system")
     assert tool < pol.model.omega0 and tool < 0.2 * system
     assert res.hit_tokens >= lru.hit_tokens
+
+
+def test_saecache_counts_a_return_only_when_the_page_is_used_again() -> None:
+    """An eviction is regretted when the evicted page is looked up or written anew while its ghost
+    lives; the very update that evicts it (it leaves the pool) or a later move is no return."""
+    pol = SAECachePolicy()
+    metas = [_page(i, types=frozenset({"user"}), session="s", task="chat", writer=f"w{i}", hash=1000 + i,
+                   pooled=True) for i in range(3)]
+    for meta in metas:
+        pol.on_insert(meta)
+    victim = metas[next(pol.propose("pool"))]
+    victim.pooled = False
+    pol.on_update(victim)  # evicted from the pool: a ghost, no outcome yet
+    assert (pol.model.outcomes, pol.model.returns, len(pol.ghosts["pool"])) == (0, 0, 1)
+    old, victim.tier = victim.tier, "host"
+    pol.on_move(victim, old)  # moved on: still no use
+    assert pol.model.outcomes == 0
+    victim.last_use = 5
+    pol.on_access(victim, 5)  # looked up again: a regretted eviction
+    assert (pol.model.outcomes, pol.model.returns, len(pol.ghosts["pool"])) == (1, 1, 0)
+    again = metas[next(pol.propose("pool"))]
+    again.pooled = False
+    pol.on_update(again)
+    pol.on_remove(again)  # forgotten; the same prefix written anew under a fresh id, then sealed
+    fresh = _page(7, types=frozenset({"user"}), session="s", task="chat", writer="w9")
+    pol.on_insert(fresh)
+    fresh.hash = again.hash
+    pol.on_update(fresh)
+    assert (pol.model.outcomes, pol.model.returns) == (2, 2)
