@@ -100,5 +100,5 @@ class Metrics:
             self.ready, self.needs_recovery, dict(self.gap_tokens_by_object),
             dict(self.gap_lookups_by_object), dict(self.planned_by_path), dict(self.recoveries_by_path),
             dict(self.bytes_moved), dict(self.corrupt_pages), dict(fired), dict(refused), dict(self.extra),
-            policy_refusals, dict(policy_victims or {}),
+            policy_refusals, policy_victims=dict(policy_victims or {}),
         )
