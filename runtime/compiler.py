@@ -253,7 +253,17 @@ class CompiledSpec:
         return CompiledEvent(
             ev, ev.name, ev.owner, ev.scope, frozenset(self.codes[ev.owner][s] for s in ev.sources),
             self.codes[ev.owner][ev.target], render(ev.guard), compile_source(guard), compile_vector(guard),
-            tuple(parts), tuple(effects), ev.params, obs, frozenset(reads), compile_expr(guard), steps)
+            tuple(parts), tuple(effects), tuple(self._param(prm) for prm in ev.params), obs, frozenset(reads),
+            compile_expr(guard), steps)
+
+    def _param(self, prm: Param) -> Param:
+        """The param with its bounds at the runtime's constants (``max: R`` is the runtime's R)."""
+        lo = fold(prm.min_expr, self.constants) if prm.min_expr is not None else Const(prm.min)
+        hi = fold(prm.max_expr, self.constants) if prm.max_expr is not None else Const(prm.max)
+        if not (isinstance(lo, Const) and isinstance(lo.value, int) and isinstance(hi, Const)
+                and isinstance(hi.value, int)):
+            return prm  # a bound over the instance's page count: the checked value
+        return Param(prm.name, lo.value, hi.value, prm.min_expr, prm.max_expr)
 
     # -- lookup -----------------------------------------------------------------------------------
     def _lookup(self) -> CompiledLookup:
