@@ -39,7 +39,8 @@ class EngineConfig:
     configuration).  ``state_slots``: working recurrent-state slots (live sequences at once) of the
     linear layers.  ``max_context``: the longest sequence (prompt + decoded tokens) served; default
     unbounded, except for a model whose window exceeds ``FULL_WINDOW_CONTEXT`` (see
-    ``runtime_window``).
+    ``runtime_window``).  ``record``: the runtime keeps every fired step for the conformance checker
+    (``CacheManager.steps``).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -57,6 +58,7 @@ class EngineConfig:
     release_windows: bool = True
     prefetch_workers: int = 1
     device: str = "cpu"
+    record: bool = False
 
     def __post_init__(self) -> None:
         if self.ops not in OPS:
@@ -112,7 +114,8 @@ class EngineConfig:
 
     def runtime_config(self) -> RuntimeConfig:
         """The CacheManager's configuration (C, top-k from the model, W from ``runtime_window``, the
-        context limit as the runtime's ``max_sequence_tokens``)."""
+        context limit as the runtime's ``max_sequence_tokens`` and as the spec's R, the largest replay
+        budget a request may opt in with: a budget is at most a whole prompt)."""
         m = self.model
         limit = self.context_limit
         config = RuntimeConfig(
@@ -128,5 +131,8 @@ class EngineConfig:
             auto_compress=False,
             auto_admit=True,
             auto_slide=True,
+            record=self.record,
         )
-        return config if limit is None else dataclasses.replace(config, max_sequence_tokens=limit)
+        if limit is not None:
+            config = dataclasses.replace(config, max_sequence_tokens=limit)
+        return dataclasses.replace(config, constants={"R": config.max_sequence_tokens})
