@@ -11,7 +11,9 @@ Rates are token-weighted over the prompts of the workload::
 Requests served on an approximate linear-layer state (opt-in Tail-Replay) are kept apart: the golden
 comparison (``sampled``, ``max_abs_diff``, ``drifted``, ``within_tolerance``) covers the exact
 requests only, and each approximate request is listed with its own divergence
-(``approximate``), never folded into the exact figures.
+(``approximate``), never folded into the exact figures.  How many requests opted in, how many tail
+replays ran and how many tokens they replayed are the runtime's counters (``runtime_state``: spec
+``opt_in`` and ``replay_tail``, from ``CacheManager.metrics().state``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from morphcache.engine.config import model_name
 from morphcache.engine.engine import Engine
 from morphcache.engine.replay import ReplayResult
 from morphcache.engine.report import RequestReport
+from morphcache.runtime import StateMetricsSnapshot
 
 TOLERANCE = 1e-4
 TIER_EVENTS = ("offload", "spill", "prefetch", "land", "corrupt", "drop", "recompute", "evict", "slide")
@@ -87,6 +90,9 @@ class SimSummary:
     approximate: tuple[ApproximateRequest, ...] = field(default_factory=tuple)
     checkpoint_tokens: int = 0
     """Hit tokens exact requests did not run through the linear layers: they started from a checkpoint."""
+    runtime_state: Mapping[str, float] = field(default_factory=dict)
+    """The runtime's recurrent-state counters (opt_ins, replays, replayed_tokens, approximate_tokens,
+    approximate_effective_hit_rate, exact_effective_hit_rate); empty without recurrent state."""
 
     @property
     def nominal_hit_rate(self) -> float:
@@ -122,7 +128,10 @@ class SimSummary:
 
     @property
     def replayed_tokens(self) -> int:
-        """Tokens the approximate requests replayed (sum of R)."""
+        """Tokens the approximate requests replayed: the runtime's count (spec ``replayed[r]`` of every
+        ``replay_tail``), or the requests' own sum without recurrent state in the runtime."""
+        if "replayed_tokens" in self.runtime_state:
+            return int(self.runtime_state["replayed_tokens"])
         return sum(a.replayed for a in self.approximate)
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,4 +222,14 @@ def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float
         tail_replay=tail_replay,
         approximate=_approximate(reps),
         checkpoint_tokens=sum(r.checkpoint_tokens for r in exact),
+        runtime_state=_runtime_state(m.state),
     )
+
+
+def _runtime_state(snap: StateMetricsSnapshot | None) -> dict[str, float]:
+    if snap is None:
+        return {}
+    return {"opt_ins": snap.opt_ins, "replays": snap.replays, "replayed_tokens": snap.replayed_tokens,
+            "approximate_tokens": snap.approximate_tokens,
+            "approximate_effective_hit_rate": snap.approximate_effective_hit_rate,
+            "exact_effective_hit_rate": snap.exact_effective_hit_rate}
