@@ -1,7 +1,7 @@
 """Recurrent-state checkpoints kept by the runtime (a spec with recurrent state, ``spec/gdn_hybrid.yaml``).
 
 The runtime owns them as spec objects (``ckpt`` per page, ``rstate`` per reader): it says which one
-is usable (saved at the page's current generation), and every save and restore is a spec event::
+is usable (saved at the page's current generation), and every save, restore and replay is a spec event::
 
     writing pass    cut at page ends:  | .. C-1 | C .. 2C-1 | 2C .. n |
     after a piece   ending at a page end, of an exact request: save_state(seq, copy of the working
@@ -10,7 +10,6 @@ is usable (saved at the page's current generation), and every save and restore i
                     from the checkpoint at c <= P, or from the zero state at 0; loading it fires
                     ``restore`` / ``recompute_state`` (rebuild_state) and copies the payload into the
                     sequence's working state slot
-
     tail replay     a request that opted in (``register(approximate=True, replay_budget=B)``, spec
                     ``opt_in`` with n = B): tail(P) asks state_path(exact=False); when the runtime
                     names ``replay_tail`` (the exact path costs more than B), loading it fires
