@@ -25,7 +25,7 @@ from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Event, Para
 from morphcache.spec.pycode import compile_source
 from morphcache.spec.vector import VecCompiled, compile_vector
 
-from .bounds import declared_bounds
+from .bounds import declared_bounds, param_at
 from .domains import PAGE_READERS, READER_PAGES, Aggregate, Domain, DomainTable
 from .errors import ConfigError
 from .irtools import array_names, encode_states, fold, free_names, replace_index, replace_reductions
@@ -253,17 +253,8 @@ class CompiledSpec:
         return CompiledEvent(
             ev, ev.name, ev.owner, ev.scope, frozenset(self.codes[ev.owner][s] for s in ev.sources),
             self.codes[ev.owner][ev.target], render(ev.guard), compile_source(guard), compile_vector(guard),
-            tuple(parts), tuple(effects), tuple(self._param(prm) for prm in ev.params), obs, frozenset(reads),
-            compile_expr(guard), steps)
-
-    def _param(self, prm: Param) -> Param:
-        """The param with its bounds at the runtime's constants (``max: R`` is the runtime's R)."""
-        lo = fold(prm.min_expr, self.constants) if prm.min_expr is not None else Const(prm.min)
-        hi = fold(prm.max_expr, self.constants) if prm.max_expr is not None else Const(prm.max)
-        if not (isinstance(lo, Const) and isinstance(lo.value, int) and isinstance(hi, Const)
-                and isinstance(hi.value, int)):
-            return prm  # a bound over the instance's page count: the checked value
-        return Param(prm.name, lo.value, hi.value, prm.min_expr, prm.max_expr)
+            tuple(parts), tuple(effects), tuple(param_at(prm, self.constants) for prm in ev.params), obs,
+            frozenset(reads), compile_expr(guard), steps)
 
     # -- lookup -----------------------------------------------------------------------------------
     def _lookup(self) -> CompiledLookup:
