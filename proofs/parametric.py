@@ -99,7 +99,7 @@ class Parametric:
         self.spec = spec
         self.symbolic = symbolic_constants
         self.timeout_ms = timeout_ms
-        self.P, self.R = z3.Int("P"), z3.Int("R")
+        self.P, self.R = z3.Int("pages"), z3.Int("readers")  # reserved names: no spec constant shares them
         self.side = [self.P >= 1, self.R >= 1]
         self.consts: dict[str, Any] = {"pages": self.P, "readers": self.R}
         for name, value in spec.constants.items():
@@ -267,15 +267,21 @@ class Parametric:
         return z3.And(parts)
 
     def step(self, ev: Event, s: dict[str, Any], t: dict[str, Any], env: dict[str, Any], pool: Pool) -> Any:
-        """``ev`` fires from ``s`` to ``t`` for the reader and page in ``env``."""
-        if ev.params:
-            raise Unsupported("event params")
+        """``ev`` fires from ``s`` to ``t`` for the reader and page in ``env`` (each param a fresh
+        integer within its bounds at this system's constants)."""
+        env = dict(env)
+        bounds: list[Any] = []
+        for prm in ev.params:
+            env[prm.name] = v = self.fresh(prm.name)
+            lo = self.term(prm.min_expr, s, {}, pool, None) if prm.min_expr is not None else prm.min
+            hi = self.term(prm.max_expr, s, {}, pool, None) if prm.max_expr is not None else prm.max
+            bounds += [v >= lo, v <= hi]
         dims = SCOPE_ARGS[ev.scope]
         owner = s[ev.owner]
         for d in dims:
             owner = z3.Select(owner, env[d])
         states = self.spec.objects[ev.owner].states
-        parts = [self.in_range(env[a], a) for a in ev.args]
+        parts = [self.in_range(env[a], a) for a in ev.args] + bounds
         parts.append(z3.Or([owner == states.index(x) for x in ev.sources]))
         parts.append(self.term(ev.guard, s, env, pool, True, havoc=True))
         new = {ev.owner: self._write(s[ev.owner], list(dims), list(dims), env, lambda _b: z3.IntVal(

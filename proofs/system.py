@@ -124,13 +124,18 @@ class TransitionSystem:
             env[prm.name] = s[f"@{action.event.name}.{prm.name}"]
         return env
 
+    def _param_bound(self, expr: Any, folded: int, s: State) -> Any:
+        """A param's bound at this system's constants (as written), else the folded value."""
+        return self.terms.term(expr, s, {}) if expr is not None else folded
+
     def enabled(self, action: Action, s: State) -> Any:
         """Source state, params in range and guard: the action may fire in ``s``."""
         ev = action.event
         owner = self._owner_slot(action)
         env = self.env(action, s)
         src = z3.Or([s[owner] == self.spec.objects[ev.owner].states.index(x) for x in ev.sources])
-        params = [z3.And(env[p.name] >= p.min, env[p.name] <= p.max) for p in ev.params]
+        params = [z3.And(env[p.name] >= self._param_bound(p.min_expr, p.min, s),
+                         env[p.name] <= self._param_bound(p.max_expr, p.max, s)) for p in ev.params]
         return z3.And(src, *params, self.terms.term(ev.guard, s, env))
 
     def _owner_slot(self, action: Action) -> str:

@@ -8,10 +8,13 @@ falling back to the folded integer for a declaration built without them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from morphcache.spec.expr import Const, Expr
-from morphcache.spec.model import Spec
+from morphcache.spec.model import Param, Spec
+
+from .irtools import fold
 
 
 @dataclass(frozen=True)
@@ -35,3 +38,14 @@ def declared_bounds(spec: Spec) -> dict[str, Bound]:
         for name, decl in spec.vars.items()
         if decl.type == "int"
     }
+
+
+def param_at(prm: Param, constants: Mapping[str, int]) -> Param:
+    """An event param with its bounds at the runtime's constants (``max: R`` is the runtime's R); a
+    bound that does not fold to an int (it names the instance's page count) keeps the checked value."""
+    lo = fold(prm.min_expr, constants) if prm.min_expr is not None else Const(prm.min)
+    hi = fold(prm.max_expr, constants) if prm.max_expr is not None else Const(prm.max)
+    if not (isinstance(lo, Const) and isinstance(lo.value, int) and isinstance(hi, Const)
+            and isinstance(hi.value, int)):
+        return prm
+    return Param(prm.name, lo.value, hi.value, prm.min_expr, prm.max_expr)

@@ -25,7 +25,7 @@ from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Event, Para
 from morphcache.spec.pycode import compile_source
 from morphcache.spec.vector import VecCompiled, compile_vector
 
-from .bounds import declared_bounds
+from .bounds import declared_bounds, param_at
 from .domains import PAGE_READERS, READER_PAGES, Aggregate, Domain, DomainTable
 from .errors import ConfigError
 from .irtools import array_names, encode_states, fold, free_names, replace_index, replace_reductions
@@ -253,7 +253,8 @@ class CompiledSpec:
         return CompiledEvent(
             ev, ev.name, ev.owner, ev.scope, frozenset(self.codes[ev.owner][s] for s in ev.sources),
             self.codes[ev.owner][ev.target], render(ev.guard), compile_source(guard), compile_vector(guard),
-            tuple(parts), tuple(effects), ev.params, obs, frozenset(reads), compile_expr(guard), steps)
+            tuple(parts), tuple(effects), tuple(param_at(prm, self.constants) for prm in ev.params), obs,
+            frozenset(reads), compile_expr(guard), steps)
 
     # -- lookup -----------------------------------------------------------------------------------
     def _lookup(self) -> CompiledLookup:

@@ -60,17 +60,20 @@ class CacheManager:
 
     # -- sequences ----------------------------------------------------------------------------------
     def register(self, seq_id: str, tokens: Seq[int] = (), *, types: Spans = None, session: str | None = None,
-                 task: str | None = None, approximate: bool = False) -> int:
+                 task: str | None = None, approximate: bool = False, replay_budget: int | None = None) -> int:
         """Create a sequence (spec ``register``), then append ``tokens`` (``types``: ``(start, end,
         type_name)`` spans over them); ``session``/``task`` label its pages.  ``approximate`` (a spec
-        with recurrent state): the request opts in to an approximate state first (spec ``opt_in``).
-        Returns its frontier."""
+        with recurrent state): the request opts in to an approximate state first (spec ``opt_in``), with
+        ``replay_budget`` tokens (at most the spec's R; None: R) as the most a tail replay of its state
+        recomputes.  Returns its frontier."""
         name = check_seq_id(seq_id)
         toks = check_tokens(tokens)
         check_flag(approximate, "approximate")
+        if replay_budget is not None and not approximate:
+            raise BadInputError(f"sequence {name!r}: a replay budget is given only with approximate=True")
         with self.lock:
             if approximate:
-                self.parts.recurrent.opt_in(name)
+                self.parts.recurrent.opt_in(name, replay_budget)
             return self.parts.sequences.register(name, toks, types, session, task)
 
     def append(self, seq_id: str, tokens: Seq[int], *, types: Spans = None) -> int:

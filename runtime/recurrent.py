@@ -7,11 +7,13 @@ generation ``sgen`` it was saved at), ``rstate`` (per reader: none / exact / app
 change is a spec event through the pipeline, with the spec's guard::
 
     call                       spec events                          data plane
-    register(approximate=True) opt_in(r) before register(r)         -
+    register(approximate=True, opt_in(r, n = replay_budget) before  -
+             replay_budget=n)  register(r): budget[r] := n <= R
     save_state(seq, payload)   save(r, p), p the page ending at     checkpoint payload stored for p
                                the frontier
     rebuild_state(seq)         restore(r, p)  | recompute_state(r)  the payload to load (restore, or the
-                               | replay_tail(r) (path: statepath)   nearest checkpoint), or None: zero
+                               | replay_tail(r) (path: statepath:   nearest checkpoint), or None: zero;
+                               replayed[r] = min(frontier, budget)  the path's tokens are replayed[r]
     offload_state(p)           offload_ckpt(p)                      payload moved to the host
     prefetch_state(p)          prefetch_ckpt(p), land_ckpt(p)       payload moved back
     drop_state(p)              drop_ckpt(p)                         payload discarded
@@ -47,7 +49,7 @@ from .statepath import RECOMPUTE, REPLAY_TAIL, RESTORE, RebuiltState, StateMetri
 
 GDN_SPEC = Path(loader.__file__).resolve().parent / "gdn_hybrid.yaml"  # the shipped design with recurrent state
 
-CKPT, RSTATE, APPROX, SGEN, REPLAYED, R = "ckpt", "rstate", "approx", "sgen", "replayed", "R"
+CKPT, RSTATE, APPROX, SGEN, REPLAYED, BUDGET, R = "ckpt", "rstate", "approx", "sgen", "replayed", "budget", "R"
 STATES = {CKPT: ("none", "saved", "offloaded", "prefetching"), RSTATE: ("none", "exact", "approx"),
           APPROX: ("exact_only", "allowed")}
 EVENTS = ("save", "restore", "recompute_state", "replay_tail", "opt_in", "offload_ckpt", "prefetch_ckpt",
@@ -65,7 +67,7 @@ def missing(spec: Spec) -> list[str]:
         out += [f"state '{obj}.{s}'" for s in states if s not in spec.objects[obj].states]
     names = {ev.name for ev in spec.events}
     out += [f"event '{e}'" for e in EVENTS if e not in names]
-    out += [f"variable '{v}'" for v in (SGEN, REPLAYED) if v not in spec.vars]
+    out += [f"variable '{v}'" for v in (SGEN, REPLAYED, BUDGET) if v not in spec.vars]
     out += [f"constant '{R}'"] if R not in spec.constants else []
     out += ["lookup ready[ckpt]"] if CKPT not in spec.lookup.ready else []
     return out
@@ -83,7 +85,7 @@ class NoRecurrentState:
     def _refuse(self) -> ConfigError:
         return ConfigError("this spec has no recurrent state (objects ckpt, rstate, approx): run spec/gdn_hybrid.yaml")
 
-    def opt_in(self, name: str) -> None:
+    def opt_in(self, name: str, budget: int | None = None) -> None:
         raise self._refuse()
 
     def plan(self, reader: ReaderRecord, exact: bool = False) -> StatePath:
@@ -146,8 +148,16 @@ class RecurrentStates:
         """Whether the reader opted in to an approximate state (``approx[r] == 'allowed'``)."""
         return reader is not None and self.store.reader(APPROX, reader.rid) == self._allowed
 
-    def choose(self, pages: Sequence[int], pos: int, allowed: bool) -> StatePath:
-        """The path to the state at ``pos`` over ``pages`` (block order): see ``statepath.py``."""
+    def budget(self, reader: ReaderRecord | None) -> int | None:
+        """The reader's replay budget (spec ``budget[r]``) if it opted in, else None (exact only)."""
+        if not self.allowed(reader):
+            return None
+        assert reader is not None
+        return int(self.store.reader(BUDGET, reader.rid))
+
+    def choose(self, pages: Sequence[int], pos: int, budget: int | None) -> StatePath:
+        """The path to the state at ``pos`` over ``pages`` (block order) for a reader with replay
+        ``budget`` (None: exact only): see ``statepath.py``."""
         k = min(pos // self.C, len(pages)) - 1
         while k >= 0 and not self.usable(pages[k]):
             k -= 1
@@ -157,31 +167,41 @@ class RecurrentStates:
             exact = StatePath(RECOMPUTE, True, pos, (k + 1) * self.C, pages[k], k)
         else:
             exact = StatePath(RECOMPUTE, True, pos, 0)
-        if allowed and exact.tokens > self.R:
-            return StatePath(REPLAY_TAIL, False, pos, pos - self.R)
+        if budget is not None and exact.tokens > budget:
+            return StatePath(REPLAY_TAIL, False, pos, pos - budget)
         return exact
 
     def path(self, pages: Sequence[int], pos: int, owner: str | None) -> StatePath | None:
         """The path a lookup's answer carries: for ``owner``'s opt-in (an anonymous reader: exact only)."""
         reader = self.readers.by_name.get(owner) if owner is not None else None
-        return self.choose(pages, pos, self.allowed(reader))
+        return self.choose(pages, pos, self.budget(reader))
 
     def plan(self, reader: ReaderRecord, exact: bool = False) -> StatePath:
         """The path ``rebuild`` would take now for the reader's state at its frontier (``exact``: an
         exact path even if the reader opted in); changes nothing."""
-        allowed = self.allowed(reader) and not exact
-        return self.choose(reader.block, self.store.reader("frontier", reader.rid), allowed)
+        budget = None if exact else self.budget(reader)
+        return self.choose(reader.block, self.store.reader("frontier", reader.rid), budget)
 
     # -- events -----------------------------------------------------------------------------------
-    def opt_in(self, name: str) -> None:
-        """Spec ``opt_in`` for the (idle) reader ``name``, before its ``register``."""
+    def opt_in(self, name: str, budget: int | None = None) -> None:
+        """Spec ``opt_in`` for the (idle) reader ``name``, before its ``register``, with its replay
+        budget (tokens, at most the spec's R; None: R).  A reader that already opted in keeps its budget
+        (asking for another is bad input)."""
+        n = self.R if budget is None else budget
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= self.R:
+            raise BadInputError(f"sequence {name!r}: a replay budget is an int in [0, {self.R}] tokens "
+                                f"(the spec's R), got {budget!r}")
         reader = self.readers.named(name)
         if self.readers.active(reader):
             raise DuplicateSequenceError(f"sequence {name!r} is already registered")
-        if self.allowed(reader):
+        held = self.budget(reader)
+        if held is not None:
+            if held != n:
+                raise BadInputError(f"sequence {name!r} opted in with a replay budget of {held} tokens, not {n}")
             return
         try:
-            self.pipe.fire("opt_in", reader.rid)
+            self.pipe.fire("opt_in", reader.rid, params={"n": n})
+            self.metrics.opt_ins += 1
         except BaseException:
             self.readers.retire_if_idle(reader)
             raise

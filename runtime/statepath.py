@@ -9,8 +9,9 @@ generation ``sgen`` it was taken at); one is usable when the spec's ``lookup.rea
     restore     pos == 3C and ck2 usable: load ck2, run nothing                        exact
     recompute   nearest usable checkpoint at or before pos (ck1: start 2C), run
                 start .. pos-1 (no usable one: start 0 from the zero state)             exact
-    replay_tail the request opted in and R < the recompute's tokens: zero state at
-                pos - R, run the last R tokens                                          approximate
+    replay_tail the request opted in with budget B (spec ``budget[r]``, at most R)
+                and B < the recompute's tokens: zero state at pos - B, run the last
+                B tokens (the spec's ``replayed[r]``)                                    approximate
 
 ``StatePath`` is the answer a lookup carries (``Ready.state``, ``RecoveryPlan.state``) and the path
 ``rebuild_state`` takes; ``StateMetrics`` counts what rebuilds did, exact and approximate apart.
@@ -29,7 +30,7 @@ class StatePath:
 
     ``kind``: ``"restore"`` (load the checkpoint of block ``block``, page ``page``; nothing run),
     ``"recompute"`` (from the checkpoint of block ``block`` at ``start``, or from the zero state at 0
-    when ``page`` is None; exact) or ``"replay_tail"`` (zero state at ``start = position - R``;
+    when ``page`` is None; exact) or ``"replay_tail"`` (zero state at ``start = position - budget``;
     approximate unless ``start`` is 0).  ``exact`` is False only for a tail replay of a part of the
     prefix: such a state is never reported or counted as an exact hit.
     """
@@ -73,7 +74,8 @@ class StateMetricsSnapshot:
     recompute_state) / approximate (replay_tail of part of the prefix); ``requested_tokens``: every
     lookup's requested tokens (the rates' denominator).  ``recomputed_tokens`` and
     ``replayed_tokens`` were run through the linear layers; ``checkpoint_tokens_saved`` are the hit
-    tokens exact rebuilds did not run because they started from a checkpoint.
+    tokens exact rebuilds did not run because they started from a checkpoint.  ``opt_ins``: requests
+    that opted in to an approximate state (spec ``opt_in``, each with its replay budget).
     """
 
     requested_tokens: int
@@ -89,6 +91,7 @@ class StateMetricsSnapshot:
     checkpoints_dropped: int
     checkpoints_offloaded: int
     checkpoints_prefetched: int
+    opt_ins: int = 0
 
     @property
     def exact_effective_hit_rate(self) -> float:
@@ -109,6 +112,7 @@ class StateMetrics:
         self.restores = self.recomputes = self.replays = 0
         self.recomputed_tokens = self.replayed_tokens = self.checkpoint_tokens_saved = 0
         self.saves = self.dropped = self.offloaded = self.prefetched = 0
+        self.opt_ins = 0
 
     def rebuilt(self, path: StatePath) -> None:
         """Count one rebuild along ``path`` (``path.exact`` as the fired event decided)."""
@@ -132,4 +136,4 @@ class StateMetrics:
         return StateMetricsSnapshot(
             requested_tokens, self.exact_tokens, self.approximate_tokens, self.restores, self.recomputes,
             self.replays, self.recomputed_tokens, self.replayed_tokens, self.checkpoint_tokens_saved, self.saves,
-            self.dropped, self.offloaded, self.prefetched)
+            self.dropped, self.offloaded, self.prefetched, self.opt_ins)

@@ -377,7 +377,9 @@ class _Loader:
                 raise self.err(m["params"], pname, f"{what}: param '{pname}' needs min and max")
             if pname in _RESERVED or not pname.isidentifier():
                 raise self.err(m["params"], pname, f"{what}: param name '{pname}' is not a usable identifier")
-            params.append(Param(pname, self.const_int(pm, "min", pname), self.const_int(pm, "max", pname)))
+            params.append(Param(pname, self.const_int(pm, "min", pname), self.const_int(pm, "max", pname),
+                                self.expr(pm, "min", self.const_scope(), "int"),
+                                self.expr(pm, "max", self.const_scope(), "int")))
         env = m.get("env", False)
         if not isinstance(env, bool):
             raise self.err(m, "env", f"{what}: env must be true or false")

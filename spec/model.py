@@ -57,11 +57,14 @@ class Effect:
 
 @dataclass(frozen=True)
 class Param:
-    """An event argument beyond the page: a bounded integer chosen by the caller."""
+    """An event argument beyond the page: a bounded integer chosen by the caller (``min``/``max``
+    folded at the checked instance; ``min_expr``/``max_expr`` as written, for the runtime's constants)."""
 
     name: str
     min: int
     max: int
+    min_expr: Expr | None = field(default=None, compare=False)
+    max_expr: Expr | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ class EngineConfig:
     configuration).  ``state_slots``: working recurrent-state slots (live sequences at once) of the
     linear layers.  ``max_context``: the longest sequence (prompt + decoded tokens) served; default
     unbounded, except for a model whose window exceeds ``FULL_WINDOW_CONTEXT`` (see
-    ``runtime_window``).
+    ``runtime_window``).  ``record``: the runtime keeps every fired step for the conformance checker
+    (``CacheManager.steps``).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -60,6 +61,7 @@ class EngineConfig:
     prefetch_workers: int = 1
     device: str = "cpu"
     policy: str = "lru"
+    record: bool = False
 
     def __post_init__(self) -> None:
         if self.ops not in OPS:
@@ -117,7 +119,8 @@ class EngineConfig:
 
     def runtime_config(self) -> RuntimeConfig:
         """The CacheManager's configuration (C, top-k from the model, W from ``runtime_window``, the
-        context limit as the runtime's ``max_sequence_tokens``)."""
+        context limit as the runtime's ``max_sequence_tokens`` and as the spec's R, the largest replay
+        budget a request may opt in with: a budget is at most a whole prompt)."""
         m = self.model
         limit = self.context_limit
         config = RuntimeConfig(
@@ -134,5 +137,8 @@ class EngineConfig:
             auto_admit=True,
             auto_slide=True,
             policy=self.policy,
+            record=self.record,
         )
-        return config if limit is None else dataclasses.replace(config, max_sequence_tokens=limit)
+        if limit is not None:
+            config = dataclasses.replace(config, max_sequence_tokens=limit)
+        return dataclasses.replace(config, constants={"R": config.max_sequence_tokens})

@@ -10,7 +10,9 @@ the rest of the prompt runs, each linear layer's working state must be rebuilt a
     recompute     state at the nearest earlier checkpoint c,          exact
                   run c .. P-1  (no usable one: c = 0, the zero state)
     tail-replay   zero state at P-R, run P-R .. P-1,                  approximate; opt-in per request
-                  R = round(budget x P)                               (budget in [0, 1])
+                  R = min(P, B): the request's budget B =             (fraction in [0, 1]); the runtime
+                  round(fraction x (prompt - 1)), fixed when it       decides and counts it (spec
+                  opts in, before its lookup (the most P can be)      replay_tail: replayed[r])
     trusted       run nothing: the working slot's contents are        the unsafe mode: stale or
                   taken as the state at P                             missing state reused as exact
 
@@ -19,13 +21,13 @@ A run (``forward.replay_chunk``) costs linear-layer work only: the positions go 
 
 Two seams, each one small place:
 
-- ``CheckpointSource``: where "the nearest earlier checkpoint" is found, and where the states a
-  writing pass reaches at page ends are saved.  ``NoCheckpoints`` (a runtime spec without recurrent
-  state) answers the zero state at 0 and saves nothing; ``RuntimeCheckpoints`` (``checkpoints.py``)
-  asks the runtime (spec ``restore`` / ``recompute_state``, ``save``).
-- ``choose_path``: which path a request takes (later a spec-governed recovery path with per-request
-  opt-in).  A tail-replay request whose exact recompute would cost no more than R tokens is served
-  exactly.
+- ``CheckpointSource``: where "the nearest earlier checkpoint" is found, where a tail replay starts,
+  and where the states a writing pass reaches at page ends are saved.  ``NoCheckpoints`` (a runtime
+  spec without recurrent state) answers the zero state at 0, decides a replay itself and saves
+  nothing; ``RuntimeCheckpoints`` (``checkpoints.py``) asks the runtime (spec ``restore`` /
+  ``recompute_state`` / ``replay_tail``, ``save``).
+- ``choose_path``: which path a request takes.  A tail-replay request whose exact recompute would
+  cost no more than its budget is served exactly.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ class CheckpointSource(Protocol):
         """The readable checkpoint at the largest position <= ``position`` (the zero state at 0 if none)."""
         ...
 
+    def tail(self, session: Session, hit: int, budget: int) -> StateStart | None:
+        """The approximate start of a tail replay at ``hit`` for a request with ``budget`` tokens (None:
+        the exact path costs no more, take it)."""
+        ...
+
     def pieces(self, start: int, n: int) -> list[int]:
         """The lengths a writing pass of ``n`` tokens from ``start`` is cut into (a piece per state to
         save)."""
@@ -86,6 +93,10 @@ class NoCheckpoints:
 
     def nearest(self, session: Session, position: int) -> StateStart:
         return ZeroState(0)
+
+    def tail(self, session: Session, hit: int, budget: int) -> StateStart | None:
+        """No runtime state to ask: replay ``min(hit, budget)`` tokens, unless that is the whole hit."""
+        return ZeroState(hit - budget) if budget < hit else None
 
     def pieces(self, start: int, n: int) -> list[int]:
         return [n]
@@ -140,10 +151,17 @@ class ExactRecompute:
         return StatePlan("restore" if start.position == hit else "recompute", True, hit, start)
 
 
+def replay_budget(fraction: float, prompt_tokens: int) -> int:
+    """The tokens a tail-replay request may replay, fixed when it opts in (before its lookup):
+    ``round(fraction x (prompt_tokens - 1))``, a fraction of the longest hit it can get."""
+    return round(fraction * max(prompt_tokens - 1, 0))
+
+
 @dataclass(frozen=True)
 class TailReplay:
-    """Replay only the last R = round(budget x hit) tokens from a zero state (approximate), unless the
-    exact recompute costs no more than that."""
+    """Replay only the last ``min(hit, B)`` tokens from a zero state (approximate), B the request's
+    budget in tokens (``replay_budget``), unless the exact recompute costs no more than that; the
+    checkpoint source (the runtime, with recurrent state) decides and names the start."""
 
     budget: float
     checkpoints: CheckpointSource
@@ -152,12 +170,16 @@ class TailReplay:
         if not (math.isfinite(self.budget) and 0.0 <= self.budget <= 1.0):
             raise ValueError(f"a tail-replay budget is a fraction of the prefix in [0, 1], got {self.budget}")
 
+    def tokens(self, prompt_tokens: int) -> int:
+        """The request's budget in tokens (what it opts in with)."""
+        return replay_budget(self.budget, prompt_tokens)
+
     def plan(self, session: Session, hit: int) -> StatePlan:
-        exact = ExactRecompute(self.checkpoints).plan(session, hit)
-        r = min(hit, round(self.budget * hit))
-        if exact.replayed <= r:
+        start = self.checkpoints.tail(session, hit, self.tokens(session.prompt_tokens))
+        if start is None:
+            exact = ExactRecompute(self.checkpoints).plan(session, hit)
             return StatePlan(exact.path, True, hit, exact.start, self.budget)
-        return StatePlan("tail-replay", False, hit, ZeroState(hit - r), self.budget)
+        return StatePlan("tail-replay", False, hit, start, self.budget)
 
 
 class TrustSlot:

@@ -103,8 +103,11 @@ def _approximate_line(s: SimSummary) -> str:
         return head + "none (every request was served exactly)"
     worst = max(x.max_abs_diff for x in a)
     top1 = sum(x.top1_agreement for x in a) / len(a)
+    rt = s.runtime_state
+    counted = (f" (runtime: {int(rt['opt_ins'])} opted in, {int(rt['replays'])} replay_tail, approximate-effective "
+               f"hit rate {100 * rt['approximate_effective_hit_rate']:.1f}%)" if rt else "")
     return (head + f"{len(a)} request(s), {s.approximate_reused_tokens} reused tokens, {s.replayed_tokens} "
-            f"replayed; max |logit - golden| {worst:.3g}, top-1 agreement {100 * top1:.1f}% (mean), "
+            f"replayed{counted}; max |logit - golden| {worst:.3g}, top-1 agreement {100 * top1:.1f}% (mean), "
             f"{100 * min(x.top1_agreement for x in a):.1f}% (min); never counted as exact")
 
 

@@ -39,7 +39,7 @@ from morphcache.engine.approximate import withdraw
 from morphcache.engine.forward import forward_chunk
 from morphcache.engine.lease import FixedLease, SequenceLease
 from morphcache.engine.mixers import RecurrentSlot
-from morphcache.engine.rebuild import StatePlan, choose_path, plan_state, run_plan
+from morphcache.engine.rebuild import StatePlan, choose_path, plan_state, replay_budget, run_plan
 from morphcache.engine.recovery import HitOutcome, resolve_hit
 from morphcache.engine.repair import write_back
 from morphcache.engine.report import RequestReport
@@ -102,8 +102,9 @@ class Session:
         """Reuse what the cache can give for ``prompt``, rebuild the linear layers' state at the hit
         boundary, prefill the rest; logits of positions ``start .. len(prompt) - 1``.
 
-        ``tail_replay``: the request opts in to an approximate state (replay only the last
-        ``round(tail_replay x hit)`` tokens, rebuild.py); it is then reported as approximate.
+        ``tail_replay``: the request opts in to an approximate state with a budget of
+        ``round(tail_replay x (len(prompt) - 1))`` tokens (rebuild.py ``replay_budget``); a tail replay
+        of ``min(hit, budget)`` tokens is then the runtime's ``replay_tail``, reported as approximate.
         """
         if not prompt:
             raise ValueError("a request needs at least one prompt token")
@@ -113,7 +114,7 @@ class Session:
         if engine.config.unsafe:
             self._open_unsafe(prompt)
         else:
-            self._open_guarded(prompt, tail_replay is not None)
+            self._open_guarded(prompt, replay_budget(tail_replay, len(prompt)) if tail_replay is not None else None)
         self.start = self.manager.frontier(self.seq_id)
         self.tokens = list(prompt[: self.start])
         self.recurrent = RecurrentSlot(engine.states, engine.states.claim(self.seq_id))
@@ -125,10 +126,12 @@ class Session:
             raise
         return self.extend(prompt[self.start:], types=clipped(self.types, self.start, len(prompt)))
 
-    def _open_guarded(self, prompt: Sequence[int], approximate: bool) -> None:
+    def _open_guarded(self, prompt: Sequence[int], budget: int | None) -> None:
         m = self.manager
-        m.register(self.seq_id, approximate=approximate and m.has_recurrent_state,  # spec opt_in
-                   session=self.session, task=self.task)
+        if budget is not None and m.has_recurrent_state:  # spec opt_in(n = budget)
+            m.register(self.seq_id, approximate=True, replay_budget=budget, session=self.session, task=self.task)
+        else:
+            m.register(self.seq_id, session=self.session, task=self.task)
         self.outcome = resolve_hit(m, prompt, len(prompt) - 1, self.seq_id)
         hit = self.outcome.lease
         if hit is not None:

@@ -16,7 +16,9 @@ counted (``policy_stats``).
 Requests served on an approximate linear-layer state (opt-in Tail-Replay) are kept apart: the golden
 comparison (``sampled``, ``max_abs_diff``, ``drifted``, ``within_tolerance``) covers the exact
 requests only, and each approximate request is listed with its own divergence
-(``approximate``), never folded into the exact figures.
+(``approximate``), never folded into the exact figures.  How many requests opted in, how many tail
+replays ran and how many tokens they replayed are the runtime's counters (``runtime_state``: spec
+``opt_in`` and ``replay_tail``, from ``CacheManager.metrics().state``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from morphcache.engine.config import model_name
 from morphcache.engine.engine import Engine
 from morphcache.engine.replay import ReplayResult
 from morphcache.engine.report import RequestReport
+from morphcache.runtime import StateMetricsSnapshot
 from morphcache.runtime.policy import DECISIONS
 
 TOLERANCE = 1e-4
@@ -98,6 +101,9 @@ class SimSummary:
     evictions: Mapping[str, int] = field(default_factory=dict)
     policy_refusals: int = 0
     policy_stats: Mapping[str, float] = field(default_factory=dict)
+    runtime_state: Mapping[str, float] = field(default_factory=dict)
+    """The runtime's recurrent-state counters (opt_ins, replays, replayed_tokens, approximate_tokens,
+    approximate_effective_hit_rate, exact_effective_hit_rate); empty without recurrent state."""
 
     @property
     def nominal_hit_rate(self) -> float:
@@ -138,7 +144,10 @@ class SimSummary:
 
     @property
     def replayed_tokens(self) -> int:
-        """Tokens the approximate requests replayed (sum of R)."""
+        """Tokens the approximate requests replayed: the runtime's count (spec ``replayed[r]`` of every
+        ``replay_tail``), or the requests' own sum without recurrent state in the runtime."""
+        if "replayed_tokens" in self.runtime_state:
+            return int(self.runtime_state["replayed_tokens"])
         return sum(a.replayed for a in self.approximate)
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,4 +242,14 @@ def summarize(engine: Engine, run: ReplayResult, workload: str, tolerance: float
         evictions={d: int(m.policy_victims.get(d, 0)) for d in DECISIONS},
         policy_refusals=m.policy_refusals,
         policy_stats={k: float(v) for k, v in sorted(engine.policy.stats().items()) if math.isfinite(v)},
+        runtime_state=_runtime_state(m.state),
     )
+
+
+def _runtime_state(snap: StateMetricsSnapshot | None) -> dict[str, float]:
+    if snap is None:
+        return {}
+    return {"opt_ins": snap.opt_ins, "replays": snap.replays, "replayed_tokens": snap.replayed_tokens,
+            "approximate_tokens": snap.approximate_tokens,
+            "approximate_effective_hit_rate": snap.approximate_effective_hit_rate,
+            "exact_effective_hit_rate": snap.exact_effective_hit_rate}

@@ -120,7 +120,12 @@ def test_gdn_hybrid_tail_replay_reports_approximate_requests_apart(capsys: pytes
     rep = json.loads(out)
     assert code == 0 and rep["tail_replay"] == 0.05
     approx = rep["approximate"]
-    assert approx and all(a["budget"] == 0.05 and a["replayed"] == round(0.05 * a["hit"]) for a in approx)
+    assert approx and all(a["budget"] == 0.05 and 0 < a["replayed"] < a["hit"] for a in approx)
+    runtime = rep["runtime_state"]  # the runtime counted them: one opt-in per request, one replay_tail each
+    assert runtime["opt_ins"] == rep["requests"] and runtime["replays"] == len(approx)
+    assert runtime["replayed_tokens"] == rep["replayed_tokens"] == sum(a["replayed"] for a in approx)
+    assert runtime["approximate_tokens"] == sum(a["hit"] for a in approx)
+    assert runtime["approximate_effective_hit_rate"] > 0
     assert all(a["max_abs_diff"] > 0 and 0 <= a["top1_agreement"] <= 1 for a in approx)  # measured, unsampled
     assert rep["state_paths"]["tail-replay"] == len(approx)
     assert rep["sampled"] == 0  # nothing exact was sampled: approximate requests never count as exact

@@ -4,6 +4,7 @@ pages kept out of the cache; and the one place that chooses a request's state pa
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 from eng_helpers import TOL, C, make_engine
@@ -19,6 +20,7 @@ from morphcache.engine import (
 from morphcache.engine.mixers import RecurrentSlot
 from morphcache.engine.session import Session
 from morphcache.model import HybridModel
+from morphcache.proofs import conformance
 
 
 def _tokens(seed: int, n: int) -> list[int]:
@@ -30,13 +32,14 @@ def test_a_tail_replay_request_is_approximate_and_measured(gdn_model: HybridMode
     engine = make_engine(gdn_model, None, ops="reference")
     base = _tokens(1, 5 * C)
     engine.serve(base)  # cached: 5 sealed pages, a checkpoint after each
-    hit = 5 * C - 4  # in the middle of block 4: the nearest checkpoint (4C) is 12 tokens back, R = 8
+    hit = 5 * C - 4  # in the middle of block 4: the nearest checkpoint (4C) is 12 tokens back
     prompt = base[:hit] + _tokens(2, C + 3)
+    budget = round(0.1 * (len(prompt) - 1))  # 9 tokens, fixed at opt-in
     before = engine.manager.metrics().state
     approx = engine.serve(prompt, decode=2, tail_replay=0.1)
     rep = approx.report
     assert approx.start == hit and not rep.exact and rep.state_path == "tail-replay"
-    assert rep.replay_budget == 0.1 and rep.linear_tokens == round(0.1 * hit) and rep.checkpoint_tokens == 0
+    assert rep.replay_budget == 0.1 and rep.linear_tokens == budget and rep.checkpoint_tokens == 0
     d = engine.divergence(approx)
     assert d.positions == C + 5 and d.max_abs_diff > TOL and 0.0 <= d.top1_agreement <= 1.0
     assert rep.withdrawn_pages == 2  # blocks 4 and 5, the pages it sealed on an approximate state
@@ -44,6 +47,10 @@ def test_a_tail_replay_request_is_approximate_and_measured(gdn_model: HybridMode
     after = engine.manager.metrics().state
     assert before is not None and after is not None
     assert (after.exact_tokens, after.saves) == (before.exact_tokens, before.saves)  # never counted exact
+    # the runtime fired the replay: one opt-in, one replay_tail of the budget, the hit counted approximate
+    assert (after.opt_ins - before.opt_ins, after.replays - before.replays) == (1, 1)
+    assert after.replayed_tokens - before.replayed_tokens == budget
+    assert after.approximate_tokens - before.approximate_tokens == hit
     # an exact request for the same prompt reuses only what exact requests cached, and matches golden
     exact = engine.serve(prompt + [9])
     assert exact.start == hit and exact.report.exact and exact.report.state_path == "recompute"
@@ -56,7 +63,7 @@ def test_a_budget_covering_the_hit_is_served_exactly(gdn_model: HybridModel) -> 
     engine = make_engine(gdn_model, None, ops="reference")
     base = _tokens(3, 2 * C + 4)
     engine.serve(base)
-    full = engine.serve(base + [1, 2], tail_replay=1.0)  # R = the whole hit: the exact path costs no more
+    full = engine.serve(base + [1, 2], tail_replay=1.0)  # a budget over the whole hit: exact costs no more
     assert full.report.exact and full.report.state_path == "restore" and full.report.replay_budget == 1.0
     assert engine.golden_diff(full) <= TOL and full.report.withdrawn_pages == 0
     miss = engine.serve(_tokens(4, C + 2), tail_replay=0.05)  # a miss has nothing to replay: exact
@@ -93,6 +100,9 @@ class _CheckpointAt:
     def nearest(self, session: Session, position: int) -> ZeroState:
         return ZeroState(min(self.position, position))
 
+    def tail(self, session: Session, hit: int, budget: int) -> ZeroState | None:
+        return ZeroState(hit - budget) if budget < hit - min(self.position, hit) else None
+
     def pieces(self, start: int, n: int) -> list[int]:
         return [n]
 
@@ -105,13 +115,39 @@ def test_the_state_path_decision() -> None:
     assert isinstance(choose_path(unsafe=False, tail_replay=None, checkpoints=none), ExactRecompute)
     assert isinstance(choose_path(unsafe=False, tail_replay=0.05, checkpoints=none), TailReplay)
     assert isinstance(choose_path(unsafe=True, tail_replay=None, checkpoints=none), TrustSlot)
-    session: Session = None  # type: ignore[assignment]  # the decision does not read the session here
+    session: Session = SimpleNamespace(prompt_tokens=201)  # type: ignore[assignment]  # budget: 10 tokens
     plan = TailReplay(0.05, none).plan(session, 200)
     assert (plan.path, plan.exact, plan.replayed) == ("tail-replay", False, 10)
-    near = TailReplay(0.05, _CheckpointAt(192)).plan(session, 200)  # recompute from 192 costs 8 <= R = 10
+    near = TailReplay(0.05, _CheckpointAt(192)).plan(session, 200)  # recompute from 192 costs 8 <= 10
     assert (near.path, near.exact, near.replayed, near.budget) == ("recompute", True, 8, 0.05)
     far = TailReplay(0.05, _CheckpointAt(160)).plan(session, 200)
     assert (far.path, far.exact, far.replayed) == ("tail-replay", False, 10)
     exact = ExactRecompute(none).plan(session, 200)
     assert (exact.path, exact.exact, exact.replayed) == ("recompute", True, 200)
     assert TrustSlot().plan(session, 200).start is None
+
+
+def test_an_engine_replay_is_the_runtime_s_and_conforms(gdn_model: HybridModel) -> None:
+    """An engine run with and without opt-in on the same hit: the runtime fires ``opt_in`` (with the
+    request's budget) and ``replay_tail`` only for the request that opted in; every recorded step
+    conforms to gdn_hybrid.yaml at the runtime's constants."""
+    engine = make_engine(gdn_model, None, ops="reference", record=True)
+    m = engine.manager
+    base = _tokens(6, 3 * C)
+    engine.serve(base)
+    m.drop_state(engine.serve(base[:C + 1]).pages[0])  # no checkpoint before the hit: replay beats recompute
+    prompt = base[:2 * C - 2] + _tokens(7, 5)
+    opted = engine.serve(prompt + [3], tail_replay=0.2)  # its pages are withdrawn: the same hit again below
+    plain = engine.serve(prompt)
+    assert plain.report.exact and plain.report.state_path == "recompute" and engine.golden_diff(plain) <= TOL
+    assert opted.start == plain.start == 2 * C - 2
+    assert not opted.report.exact and opted.report.state_path == "tail-replay"
+    assert opted.report.linear_tokens == round(0.2 * len(prompt))
+    steps = m.steps()
+    fired = [(s.event, s.args.get("n")) for s in steps if s.event in ("opt_in", "replay_tail")]
+    assert fired == [("opt_in", round(0.2 * len(prompt))), ("replay_tail", None)]
+    bad = [f"{s.event}{s.args}: {why}" for s in steps
+           if (why := conformance.check_step(m.spec, m.constants, s.before, s.event, s.args, s.after)) is not None]
+    assert bad == []
+    engine.check_integrity()
+    engine.close()

@@ -96,7 +96,8 @@ def test_vector_backend_equals_closures(data: st.DataObject) -> None:
         axes = [(v, range(READERS) if v in "rs" else range(PAGES)) for v in ("r", "p", "s", "q") if v in free]
         if "pos" in free:
             axes.append(("pos", range(0, PAGES * spec.constants.get("C", 2) + 2)))
-        for prm in next((ev.params for ev in spec.events if ev.guard is expr), ()):
+        for prm in next((ev.params for ev in spec.events
+                         if ev.guard is expr or any(eff.value is expr for eff in ev.effects)), ()):
             axes.append((prm.name, range(prm.min, prm.max + 1)))
         bindings = list(itertools.product(*(values for _, values in axes)))
         expected = []

@@ -47,9 +47,10 @@ class Checked:
         return call
 
 
-def attach(m: Any, sid: str, tokens: list[int], *, approximate: bool = False) -> Ready:
-    """Register ``sid``, look ``tokens`` up for it and attach the hit; returns the lookup's answer."""
-    m.register(sid, approximate=approximate)
+def attach(m: Any, sid: str, tokens: list[int], *, approximate: bool = False, budget: int | None = None) -> Ready:
+    """Register ``sid`` (``budget``: its replay budget), look ``tokens`` up for it and attach the hit;
+    returns the lookup's answer."""
+    m.register(sid, approximate=approximate, replay_budget=budget)
     r = m.lookup(tokens, owner=sid)
     assert isinstance(r, Ready), r
     m.attach(sid, r.lease)
@@ -185,6 +186,10 @@ def test_bad_calls_have_one_road_out(make_manager: Make) -> None:
         m.save_state("a", 0)
     with pytest.raises(BadInputError, match="approximate must be a bool"):
         m.register("b", approximate="yes")
+    with pytest.raises(BadInputError, match=r"replay budget is an int in \[0, 2\]"):
+        m.register("b", approximate=True, replay_budget=3)  # more than the spec's R
+    with pytest.raises(BadInputError, match="only with approximate=True"):
+        m.register("b", replay_budget=1)
     with pytest.raises(GuardRefused, match="offload_ckpt"):
         m.offload_state(m.sequence_pages("a")[0])  # nothing saved
     m.check_integrity()
@@ -205,3 +210,21 @@ def test_only_an_opted_in_reader_gets_a_tail_replay(make_manager: Make) -> None:
     assert m.rebuild_state("opted", exact=True).path == plain.state  # recompute_state: exact again
     snap = m.metrics().state
     assert (snap.exact_tokens, snap.approximate_tokens, snap.replayed_tokens) == (22, 11, 2)
+
+
+def test_each_reader_replays_its_own_budget(make_manager: Make) -> None:
+    """Two readers opted in with budgets 1 and 5 over the same hit replay 1 and 5 tokens (the spec's
+    ``replayed[r]``); a budget at least the exact recompute's tokens gets the exact path; every step
+    conforms to the spec."""
+    m = Checked(make_manager(GDN_SPEC, window=64, constants={"R": 16}, record=True))
+    m.register("w", toks(0, 11))
+    small = attach(m, "small", toks(0, 11), approximate=True, budget=1)
+    large = attach(m, "large", toks(0, 11), approximate=True, budget=5)
+    whole = attach(m, "whole", toks(0, 11), approximate=True, budget=11)
+    assert small.state == StatePath("replay_tail", False, 11, 10)
+    assert large.state == StatePath("replay_tail", False, 11, 6)
+    assert whole.state == StatePath("recompute", True, 11, 0)
+    assert [m.rebuild_state(sid).path.tokens for sid in ("small", "large", "whole")] == [1, 5, 11]
+    snap = m.metrics().state
+    assert (snap.opt_ins, snap.replays, snap.replayed_tokens, snap.approximate_tokens) == (3, 2, 6, 22)
+    assert check_all(m.m, m.m.steps()) == []
