@@ -11,8 +11,9 @@ Whenever a tier is full the runtime asks the manager's policy which page should 
 A policy keeps its own ordering, incrementally, from the notifications below (nothing is
 rescanned per decision), and answers ``propose(decision)`` with page ids, best victim first,
 lazily.  The runtime takes them one by one: a proposal the spec's guard refuses (pinned, being
-written, in flight; a captured batch's pages while its leases pin them) or that names no page of that tier is *refused and counted*
-(``policy_refusals`` in the metrics), never obeyed, and the next proposal is tried.  A policy can
+written, in flight; a captured batch's pages while its leases pin them) or that names no page of
+that tier is *refused and counted* (``policy_refusals`` in the metrics), never obeyed, and the next
+proposal is tried.  A policy can
 lose performance; it can never make an illegal read happen.
 
 Page metadata (``PageMeta``) is owned and updated by the runtime; policies read it and must not
