@@ -45,6 +45,7 @@ from morphcache.workloads.typed import (
     finish,
     geometric,
     lognormal_tokens,
+    poisson_starts,
     zipf_choice,
 )
 
@@ -59,10 +60,7 @@ def agent_drafts(seed: int, episodes: int, *, task: str = "agent", token_scale: 
     sys_lengths = [lognormal_tokens(random.Random(f"agent-sys-len:{task}:{k}"), 8000.0, 0.3, token_scale)
                    for k in range(deployments)]
     drafts: list[Draft] = []
-    rate = episodes / span_ms if span_ms > 0 else 0.0
-    t = start_ms
-    for e in range(episodes):
-        t += rng.expovariate(rate) if rate > 0 else 0.0
+    for e, t in poisson_starts(rng, episodes, start_ms, span_ms):
         sid = f"{task}{seed}-e{e}"
         k = zipf_choice(rng, deployments, 1.0)
         head = Segments()

@@ -48,6 +48,7 @@ from morphcache.workloads.typed import (
     finish,
     geometric,
     lognormal_tokens,
+    poisson_starts,
     zipf_choice,
 )
 
@@ -71,10 +72,7 @@ def conversation_drafts(seed: int, sessions: int, *, task: str = "chat", reasoni
     sys_lengths = [lognormal_tokens(random.Random(f"sys-len:{task}:{k}"), system_median, 0.5, token_scale)
                    for k in range(system_prompts)]
     drafts: list[Draft] = []
-    rate = sessions / span_ms if span_ms > 0 else 0.0
-    t = start_ms
-    for s in range(sessions):
-        t += rng.expovariate(rate) if rate > 0 else 0.0
+    for s, t in poisson_starts(rng, sessions, start_ms, span_ms):
         sid = f"{task}{seed}-s{s}"
         k = zipf_choice(rng, system_prompts, 1.0)
         history = Segments()

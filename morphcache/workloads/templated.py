@@ -26,7 +26,16 @@ from __future__ import annotations
 
 import random
 
-from morphcache.workloads.typed import Draft, Segments, TypedWorkload, content, finish, lognormal_tokens, zipf_choice
+from morphcache.workloads.typed import (
+    Draft,
+    Segments,
+    TypedWorkload,
+    content,
+    finish,
+    lognormal_tokens,
+    poisson_starts,
+    zipf_choice,
+)
 
 
 def templated_drafts(seed: int, requests: int, *, task: str = "template", rag_share: float = 0.5,
@@ -41,10 +50,7 @@ def templated_drafts(seed: int, requests: int, *, task: str = "template", rag_sh
     rag_len = [lognormal_tokens(random.Random(f"rag-len:{task}:{k}"), 300.0, 0.5, token_scale) for k in range(4)]
     doc_len = [lognormal_tokens(random.Random(f"doc-len:{task}:{d}"), 700.0, 0.4, token_scale) for d in range(corpus)]
     drafts: list[Draft] = []
-    rate = requests / span_ms if span_ms > 0 else 0.0
-    t = start_ms
-    for r in range(requests):
-        t += rng.expovariate(rate) if rate > 0 else 0.0
+    for r, t in poisson_starts(rng, requests, start_ms, span_ms):
         rid = f"{task}{seed}-r{r}"
         prompt = Segments()
         if rng.random() < rag_share:

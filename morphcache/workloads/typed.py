@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 TokenSpan = tuple[int, int, str]
@@ -177,6 +177,17 @@ def geometric(rng: random.Random, mean: float, cap: int) -> int:
     while n < cap and rng.random() > p:
         n += 1
     return n
+
+
+def poisson_starts(rng: random.Random, count: int, start_ms: float, span_ms: float) -> Iterator[tuple[int, float]]:
+    """``(i, arrival_ms)`` for ``count`` arrivals of a Poisson process at ``count / span_ms`` from
+    ``start_ms`` (all at ``start_ms`` when the span is 0); each gap is drawn from ``rng`` as the loop
+    reaches it, so the caller's own draws interleave with them in order."""
+    rate = count / span_ms if span_ms > 0 else 0.0
+    t = start_ms
+    for i in range(count):
+        t += rng.expovariate(rate) if rate > 0 else 0.0
+        yield i, t
 
 
 def zipf_choice(rng: random.Random, n: int, s: float) -> int:
