@@ -115,11 +115,17 @@ def _tiers(m: CacheManager, problems: list[str]) -> None:
 
 
 def _carried_by_reuse(m: CacheManager) -> frozenset[str]:
-    """The page variables a freed id keeps for its next use: those that ``forget`` sets to something
-    other than a constant (the generation goes on counting, so a reused id never repeats one)."""
-    spec = m.parts.pipe.cspec.spec
-    return frozenset(e.target for ev in spec.events if ev.name == "forget" for e in ev.effects
-                     if not isinstance(e.value, Const))
+    """The page state a freed id keeps for its next use, read off the spec's ``forget``: what it sets
+    to something other than a constant (the generation goes on counting, so a reused id never repeats
+    one), and what it neither sets, reads in its guard nor owns (a linear layer's checkpoint stays
+    until dropped; its generation tells it stale).  Everything else must be back at its initial value."""
+    pipe = m.parts.pipe
+    ev, cev = pipe.cspec.spec.event("forget"), pipe.cspec.events["forget"]
+    set_by = {e.target: e.value for e in ev.effects}
+    read = frozenset().union(*(c.reads for c in cev.conjuncts))
+    return frozenset(n for n in pipe.store.page_names
+                     if (n in set_by and not isinstance(set_by[n], Const))
+                     or (n not in set_by and n not in read and n != cev.owner))
 
 
 def _ids(m: CacheManager, problems: list[str]) -> None:
@@ -130,7 +136,7 @@ def _ids(m: CacheManager, problems: list[str]) -> None:
         problems.append(f"live page ids {sorted(live ^ set(p.pages.records))[:5]} disagree with the records")
     if live & free or live | free != set(range(store.next_page)):
         problems.append(f"page ids leaked: {store.next_page} ids, {len(live)} live, {len(free)} free")
-    carried = _carried_by_reuse(m) | p.recurrent.carried
+    carried = _carried_by_reuse(m)
     for pid in free:
         for name in store.page_names:
             if name not in carried and store.page(name, pid) != store.init[name]:

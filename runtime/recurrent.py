@@ -77,7 +77,6 @@ class NoRecurrentState:
     """The part for a spec without recurrent state: lookups carry no state path, calls are refused."""
 
     objects: frozenset[str] = frozenset()
-    carried: frozenset[str] = frozenset()
 
     def path(self, pages: Sequence[int], pos: int, owner: str | None) -> StatePath | None:
         return None
@@ -120,7 +119,6 @@ class RecurrentStates:
     """Checkpoints, readers' recurrent states and opt-ins, fired as spec events (module docstring)."""
 
     objects = frozenset({CKPT})
-    carried = frozenset({CKPT, SGEN})  # a forgotten page id keeps its checkpoint; ``sgen`` tells it stale
 
     def __init__(self, cspec: CompiledSpec, pipe: Pipeline, pages: PageDirectory, readers: ReaderTable,
                  config: RuntimeConfig, checkpoints: CheckpointStore | None = None) -> None:
