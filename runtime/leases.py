@@ -13,6 +13,8 @@ Each call is all or nothing (one transaction).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from .binding import GEN, LPIN
@@ -44,19 +46,12 @@ class LeaseBook:
         """Pin ``full`` (and the reader's own ``tail``) for ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
         both = bool(full) and tail is not None  # one batch alone is all or nothing already
-        sp = pipe.begin() if both else 0
-        try:
+        with pipe.atomic() if both else nullcontext():
             if full:
                 pipe.fire_batch("acquire", reader.rid, np.fromiter(full, dtype=np.int64, count=len(full)),
                                 distinct=True)
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
-        except BaseException:
-            if both:
-                pipe.rollback(sp)
-            raise
-        if both:
-            pipe.commit()
         gen = self.store.vecs[GEN]
         gens = tuple(gen[np.fromiter(full, dtype=np.int64, count=len(full))].tolist()) if full else ()
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
@@ -101,18 +96,11 @@ class LeaseBook:
         counts = self.store.varrays[LPIN][(lease.reader, pinned)]
         more, last = pinned[counts > 1], pinned[counts <= 1]
         both = bool(len(more)) and bool(len(last))
-        sp = pipe.begin() if both else 0
-        try:
+        with pipe.atomic() if both else nullcontext():
             if len(more):
                 pipe.fire_batch("release", lease.reader, more, distinct=True)
             if len(last):
                 pipe.fire_batch("release_last", lease.reader, last, distinct=True)
-        except BaseException:
-            if both:
-                pipe.rollback(sp)
-            raise
-        if both:
-            pipe.commit()
         lease.released = True
         del self.leases[lease.lease_id]
         reader = self.readers.by_rid.get(lease.reader)

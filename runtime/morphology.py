@@ -62,30 +62,20 @@ class Morphology:
         """Build the compressed entry and indexer keys of a sealed page (all three events or none)."""
         rec = self.pages.get(pid)
         pipe = self.pipe
-        sp = pipe.begin()
-        try:
+        with pipe.atomic():
             if self.store.page(COMPRESSED, pid) == self._none:
                 pipe.fire("begin_compress", None, pid)
             pipe.fire("finish_compress", None, pid)
             pipe.fire("build_index", None, pid)
-        except BaseException:
-            pipe.rollback(sp)
-            raise
-        pipe.commit()
         self.storage.data.compress(rec.gpu_slot)
 
     def recompress(self, pid: int) -> None:
         """Rebuild a page's compressed entry from its raw tail (its indexer keys go stale)."""
         rec = self.pages.get(pid)
         pipe = self.pipe
-        sp = pipe.begin()
-        try:
+        with pipe.atomic():
             pipe.fire("recompress", None, pid)
             pipe.fire("finish_compress", None, pid)
-        except BaseException:
-            pipe.rollback(sp)
-            raise
-        pipe.commit()
         self.storage.data.compress(rec.gpu_slot)
 
     # -- proposals --------------------------------------------------------------------------------

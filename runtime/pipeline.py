@@ -20,7 +20,8 @@ run in read best in one place.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -104,6 +105,17 @@ class Pipeline:
         self._fired_marks.pop()
         if not self._fired_marks:
             self._fired_log = None
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """All or nothing: what the block fires is kept when it returns, undone when it raises."""
+        savepoint = self.begin()
+        try:
+            yield
+        except BaseException:
+            self.rollback(savepoint)
+            raise
+        self.commit()
 
     def rollback(self, savepoint: int) -> None:
         """Undo what the innermost transaction wrote (its recorded steps are dropped too)."""

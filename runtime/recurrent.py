@@ -253,14 +253,9 @@ class RecurrentStates:
     def prefetch(self, pid: int) -> None:
         """Spec ``prefetch_ckpt`` then ``land_ckpt``: the payload back on the GPU (one transaction)."""
         self._live(pid)
-        savepoint = self.pipe.begin()
-        try:
+        with self.pipe.atomic():
             self.pipe.fire("prefetch_ckpt", None, pid)
             self.pipe.fire("land_ckpt", None, pid)
-        except BaseException:
-            self.pipe.rollback(savepoint)
-            raise
-        self.pipe.commit()
         self.checkpoints.move(pid, "gpu")
         self.metrics.prefetched += 1
 
