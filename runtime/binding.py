@@ -10,6 +10,7 @@ by name is *which* events to propose for an operation (``append`` proposes ``ope
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from morphcache.spec import loader
@@ -61,19 +62,26 @@ VARS = (FRONTIER, PIN, GEN, DEPTH, FILL, LPIN, LGEN)
 HOME = {"gpu": "gpu", "offloading": "gpu", "prefetching": "gpu", "host": "host", "disk": "disk", "dropped": None}
 
 
+def lacking(spec: Spec, states: Mapping[str, tuple[str, ...]], events: Iterable[str], variables: Iterable[str],
+            constants: Iterable[str]) -> list[str]:
+    """What a part needs of ``spec`` and it lacks: objects and their states, events, variables,
+    constants (``object 'tail'``, ``state 'tail.sealed'``, ...)."""
+    out: list[str] = []
+    for obj, names in states.items():
+        if obj not in spec.objects:
+            out.append(f"object '{obj}'")
+            continue
+        out += [f"state '{obj}.{s}'" for s in names if s not in spec.objects[obj].states]
+    declared = {ev.name for ev in spec.events}
+    out += [f"event '{e}'" for e in events if e not in declared]
+    out += [f"variable '{v}'" for v in variables if v not in spec.vars]
+    out += [f"constant '{c}'" for c in constants if c not in spec.constants]
+    return out
+
+
 def check_binding(spec: Spec) -> None:
     """Raise ConfigError naming every object, state, event or variable the runtime needs but the spec
     lacks."""
-    missing: list[str] = []
-    for obj, states in STATES.items():
-        if obj not in spec.objects:
-            missing.append(f"object '{obj}'")
-            continue
-        missing += [f"state '{obj}.{s}'" for s in states if s not in spec.objects[obj].states]
-    names = {ev.name for ev in spec.events}
-    missing += [f"event '{e}'" for e in EVENTS if e not in names]
-    missing += [f"variable '{v}'" for v in VARS if v not in spec.vars]
-    if C not in spec.constants:
-        missing.append(f"constant '{C}'")
+    missing = lacking(spec, STATES, EVENTS, VARS, (C,))
     if missing:
         raise ConfigError(f"spec '{spec.name}' cannot drive the runtime; missing: {', '.join(missing)}")

@@ -37,6 +37,7 @@ from typing import Any
 from morphcache.spec import loader
 from morphcache.spec.model import Spec
 
+from .binding import lacking
 from .ckptstore import CheckpointStore, MemoryCheckpointStore
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
@@ -59,18 +60,8 @@ HOME = {"saved": "gpu", "prefetching": "gpu", "offloaded": "host"}  # ckpt state
 
 def missing(spec: Spec) -> list[str]:
     """What the recurrent part needs from ``spec`` and it lacks."""
-    out: list[str] = []
-    for obj, states in STATES.items():
-        if obj not in spec.objects:
-            out.append(f"object '{obj}'")
-            continue
-        out += [f"state '{obj}.{s}'" for s in states if s not in spec.objects[obj].states]
-    names = {ev.name for ev in spec.events}
-    out += [f"event '{e}'" for e in EVENTS if e not in names]
-    out += [f"variable '{v}'" for v in (SGEN, REPLAYED, BUDGET) if v not in spec.vars]
-    out += [f"constant '{R}'"] if R not in spec.constants else []
-    out += ["lookup ready[ckpt]"] if CKPT not in spec.lookup.ready else []
-    return out
+    ready = [] if CKPT in spec.lookup.ready else ["lookup ready[ckpt]"]
+    return lacking(spec, STATES, EVENTS, (SGEN, REPLAYED, BUDGET), (R,)) + ready
 
 
 class NoRecurrentState:
