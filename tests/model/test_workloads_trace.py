@@ -9,7 +9,8 @@ import pytest
 
 from morphcache.workloads import TraceFormatError, hash_block_tokens, load_trace, scaled_length
 
-REAL_TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "mooncake_conversation_trace.jsonl"
+REAL_TRACE = Path(__file__).resolve().parent / "data" / "mooncake_conversation_head.jsonl"
+"""The first 50 requests of the Mooncake FAST'25 "conversation" trace (kvcache-ai/Mooncake, Apache License 2.0)."""
 
 
 def _write(tmp_path: Path, lines: list[str]) -> Path:
@@ -103,7 +104,6 @@ def test_bad_arguments(tmp_path: Path) -> None:
         load_trace(path, scale=-1.0)
 
 
-@pytest.mark.skipif(not REAL_TRACE.is_file(), reason="shared trace not present")
 def test_real_trace_head_scaled_down() -> None:
     reqs = load_trace(REAL_TRACE, limit=50, block_tokens=16)
     assert len(reqs) == 50
