@@ -70,7 +70,7 @@ def _pins(m: CacheManager, problems: list[str]) -> None:
             if pid not in p.pages:
                 problems.append(f"lease #{lid}: page {pid} was forgotten while leased")
     store = p.pipe.store
-    for rid, row in store.rp[LPIN].items():
+    for rid, row in store.rp_table(LPIN).items():
         for pid, count in row.items():
             if count != held.get((rid, pid), 0):
                 problems.append(f"page {pid}: lpin[{rid}, p]={count} but {held.get((rid, pid), 0)} live lease(s)")

@@ -62,13 +62,16 @@ class RuntimeNames:
         names = dom.vars
         if dom.kind == READER_PAGES:
             if len(names) == 1:
-                table = store.rp[names[0]]
+                table, view = store.rp[names[0]], store.views[names[0]]
 
                 def reader_pages(n: Mapping[str, Any]) -> Iterable[int]:
                     k = n[key]  # type: ignore[index]
                     if isinstance(k, np.ndarray):
-                        return _union(table.get(int(x)) or EMPTY for x in np.unique(k).tolist())
-                    return table.get(k) or EMPTY
+                        return _union(store.rp_row(names[0], x) for x in np.unique(k).tolist())
+                    row = table.get(k)
+                    if row is None and k in view.only:  # a row in array form: its pages
+                        return view.rows[k][0].tolist()  # type: ignore[no-any-return]
+                    return row or EMPTY
 
                 return reader_pages
 

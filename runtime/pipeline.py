@@ -277,7 +277,8 @@ class Pipeline:
                 for rid, pid, value in zip(rids.tolist(), pid_list, vals, strict=True):
                     store.set_rp(name, rid, pid, value)
             else:
-                store.set_rp_row(name, int(rids), pid_list, values if isinstance(values, int) else values.tolist())
+                store.set_rp_row(name, int(rids), pid_list, values if isinstance(values, int) else values.tolist(),
+                                 (pids, values))
             index = (rids, pids)
         watchers = self.watchers.get(name)
         if watchers:

@@ -102,7 +102,7 @@ class ReaderTable:
         """Nothing keeps the reader: sequence and graph idle, no page held, no lease."""
         store = self.store
         return (not self.active(rec) and store.reader(GRAPH, rec.rid) == self._idle_graph and not rec.leases
-                and not rec.block and not store.rp_row(BLOCK, rec.rid) and not store.rp_row(LPIN, rec.rid))
+                and not rec.block and not store.has_rp(BLOCK, rec.rid) and not store.has_rp(LPIN, rec.rid))
 
     def retire_if_idle(self, rec: ReaderRecord) -> bool:
         """Retire the reader if nothing keeps it; True if it was retired."""

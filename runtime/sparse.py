@@ -21,30 +21,115 @@ EMPTY: dict[int, int] = {}
 
 
 class RPView:
-    """One per-(reader, page) variable seen as ``arrays[x][(r, p)]`` by both backends."""
+    """One per-(reader, page) variable seen as ``arrays[x][(r, p)]`` by both backends.
 
-    __slots__ = ("data", "init")
+    A reader's row lives in one of two forms::
+
+        data[r]   {page: value}                       single writes, scalar reads
+        rows[r]   (pages array, values array)         a whole row one batch wrote (the lease a lookup
+                                                      took; the block table attach wrote)
+
+    A row in ``only`` exists in array form alone (a batch wrote it fresh and nothing has asked for
+    the dict since): a batch over the same pages (released, attached, detached by free) reads and
+    rewrites it with array operations, never a dict operation a page; anything else builds the dict
+    first (``materialize``).  A row in both forms is the same row; ``grown`` holds the entries single
+    writes added to the dict after its arrays were taken (a page opened at the end of a block table).
+    The state store keeps the forms in step on every write (``extend``, ``forget``)."""
+
+    __slots__ = ("data", "init", "rows", "grown", "only")
 
     def __init__(self, data: dict[int, dict[int, int]], init: int) -> None:
         self.data = data
         self.init = init
+        self.rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.grown: dict[int, tuple[list[int], list[int]]] = {}
+        self.only: set[int] = set()
+
+    def known(self, rid: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The reader's whole row as arrays, if kept."""
+        row = self.rows.get(rid)
+        more = self.grown.pop(rid, None)
+        if row is not None and more is not None:
+            pages = np.concatenate((row[0], np.asarray(more[0], dtype=np.int64)))
+            values = np.concatenate((row[1], np.asarray(more[1], dtype=np.int64)))
+            pages.flags.writeable = values.flags.writeable = False
+            row = self.rows[rid] = (pages, values)
+        return row
+
+    def keep(self, rid: int, pages: np.ndarray, values: np.ndarray | int, only: bool) -> None:
+        """Keep ``(pages, values)`` as the reader's whole row (``only``: and no dict for it)."""
+        frozen = (np.array(pages, dtype=np.int64),
+                  np.full(len(pages), values, dtype=np.int64) if isinstance(values, int)
+                  else np.array(values, dtype=np.int64))  # copies the caller cannot change
+        frozen[0].flags.writeable = frozen[1].flags.writeable = False
+        self.rows[rid] = frozen
+        self.grown.pop(rid, None)
+        if only:
+            self.only.add(rid)
+        else:
+            self.only.discard(rid)
+
+    def materialize(self, rid: int) -> dict[int, int] | None:
+        """The reader's dict row, built from its arrays if it had none (None: no row)."""
+        if rid in self.only:
+            pages, values = self.rows[rid]
+            self.data[rid] = dict(zip(pages.tolist(), values.tolist(), strict=True))
+            self.only.discard(rid)
+        return self.data.get(rid)
+
+    def extend(self, rid: int, pid: int, value: int) -> None:
+        """A single write added the entry ``pid`` (absent before) to the reader's dict row."""
+        if rid in self.rows:
+            more = self.grown.get(rid)
+            if more is None:
+                more = self.grown[rid] = ([], [])
+            more[0].append(pid)
+            more[1].append(value)
+
+    def forget(self, rid: int) -> None:
+        """The reader's dict row is about to change otherwise: its arrays are no longer known (built
+        into the dict first if they were its only form)."""
+        if rid in self.only:
+            self.materialize(rid)
+        self.rows.pop(rid, None)
+        self.grown.pop(rid, None)
+
+    def drop(self, rid: int) -> None:
+        """The reader's row went back to initial values everywhere."""
+        self.rows.pop(rid, None)
+        self.grown.pop(rid, None)
+        self.only.discard(rid)
+        self.data.pop(rid, None)
 
     def __getitem__(self, key: tuple[Any, Any]) -> Any:
         r, p = key
         if isinstance(r, np.ndarray) or isinstance(p, np.ndarray):
             return self.gather(r, p)
         row = self.data.get(r)
+        if row is None and self.only and r in self.only:
+            row = self.materialize(r)
         return row.get(p, self.init) if row else self.init
 
     def gather(self, r: Any, p: Any) -> np.ndarray:
         """Values at broadcast index arrays ``r`` and ``p``."""
         if p.__class__ is np.ndarray and p.ndim == 1 and not isinstance(r, np.ndarray):  # one reader's pages
-            row = self.data.get(int(r))
+            rid = int(r)
+            if rid in self.rows:
+                known = self.known(rid)
+                assert known is not None
+                if known[0] is p or (len(known[0]) == len(p) and np.array_equal(known[0], p)):
+                    return known[1]
+            row = self.data.get(rid)
+            if row is None and rid in self.only:
+                row = self.materialize(rid)
             if not row:
                 return np.full(len(p), self.init, dtype=np.int64)
             return np.fromiter(map(row.get, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(p))
         rr, pp = np.broadcast_arrays(np.asarray(r, dtype=np.int64), np.asarray(p, dtype=np.int64))
         out = np.full(rr.shape, self.init, dtype=np.int64)
+        if self.only:
+            for rid in self.only & set(np.unique(rr).tolist()):
+                self.materialize(rid)
         if not self.data or not out.size:
             return out
         flat_r, flat_p, flat = rr.reshape(-1), pp.reshape(-1), out.reshape(-1)

@@ -57,9 +57,10 @@ class StateStore:
         self.next_reader = 0
         self.arrays: dict[str, Any] = {}  # the closure backend's view
         self.varrays: dict[str, Any] = {}  # the vector backend's view
+        self.views: dict[str, RPView] = {}
         for name in self.rp_names:
             view = RPView(self.rp[name], int(self.init[name]))
-            self.arrays[name] = self.varrays[name] = view
+            self.arrays[name] = self.varrays[name] = self.views[name] = view
         self._grow_pages(page_capacity)
         self._grow_readers(reader_capacity)
         self.journal: list[tuple[Any, ...]] | None = None
@@ -126,7 +127,7 @@ class StateStore:
     def free_reader(self, rid: int) -> None:
         """Retire a reader: its per-(reader, page) entries and reader values go back to initial."""
         for name in self.rp_names:
-            row = self.rp[name].get(rid)
+            row = self.views[name].materialize(rid)
             if row:
                 pids = list(row)
                 self.set_rp_row(name, rid, pids, [self.init[name]] * len(pids))
@@ -150,12 +151,23 @@ class StateStore:
 
     def rp_value(self, name: str, rid: int, pid: int) -> int:
         """One per-(reader, page) value."""
-        row = self.rp[name].get(rid)
+        row = self.rp[name].get(rid) or self.views[name].materialize(rid)
         return row.get(pid, self.init[name]) if row else int(self.init[name])
 
     def rp_row(self, name: str, rid: int) -> dict[int, int]:
         """The reader's non-initial entries of ``name``, by page (do not modify)."""
-        return self.rp[name].get(rid) or EMPTY
+        return self.rp[name].get(rid) or self.views[name].materialize(rid) or EMPTY
+
+    def has_rp(self, name: str, rid: int) -> bool:
+        """Whether the reader has any non-initial entry of ``name``."""
+        return bool(self.rp[name].get(rid)) or rid in self.views[name].only
+
+    def rp_table(self, name: str) -> dict[int, dict[int, int]]:
+        """Every reader's non-initial entries of ``name`` (do not modify)."""
+        view = self.views[name]
+        for rid in list(view.only):
+            view.materialize(rid)
+        return self.rp[name]
 
     def readers_at(self, names: Iterable[str], pid: int) -> set[int]:
         """Readers with a non-initial entry of any of ``names`` at page ``pid``."""
@@ -167,13 +179,16 @@ class StateStore:
                 if found is not None:
                     out |= {found} if found.__class__ is int else found
             else:
-                out.update(r for r, row in self.rp[name].items() if pid in row)
+                out.update(r for r, row in self.rp_table(name).items() if pid in row)
         return out
 
     def pages_of(self, names: Iterable[str], rid: int) -> Iterator[int]:
         """Pages where reader ``rid`` has a non-initial entry of any of ``names``."""
         names = tuple(names)
         if len(names) == 1:
+            view = self.views[names[0]]
+            if rid in view.only:  # the row's pages, from its arrays
+                return iter(view.rows[rid][0].tolist())
             return iter(list(self.rp_row(names[0], rid)))
         seen: dict[int, None] = {}
         for name in names:
@@ -212,13 +227,17 @@ class StateStore:
     def set_rp(self, name: str, rid: int, pid: int, value: Any) -> None:
         """Set one per-(reader, page) value (an initial value removes the entry)."""
         table = self.rp[name]
-        row = table.get(rid)
+        row = table.get(rid) or self.views[name].materialize(rid)
         init = self.init[name]
         old = row.get(pid, init) if row else init
         if old == value:
             return
         if self.journal is not None:
             self.journal.append(("rp", name, rid, pid, old))
+        if old == init and value != init:
+            self.views[name].extend(rid, pid, value)
+        else:
+            self.views[name].forget(rid)
         if value == init:
             del row[pid]  # type: ignore[union-attr]
             if not row:
@@ -234,17 +253,52 @@ class StateStore:
             elif old == init:
                 hold(rev, pid, rid)
 
-    def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int] | int) -> None:
-        """Set ``name`` of reader ``rid`` at many distinct pages (``values``: one per page, or one for all)."""
+    def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int] | int,
+                   arrays: tuple[np.ndarray, np.ndarray | int] | None = None) -> None:
+        """Set ``name`` of reader ``rid`` at many distinct pages (``values``: one per page, or one for all).
+        ``arrays`` are the same pages and values as arrays: a row they write whole (fresh, or the same
+        pages as its arrays) stays in array form alone (``RPView``), without a dict."""
         init = self.init[name]
-        if isinstance(values, int):
-            self._set_rp_row_same(name, rid, pids, values, init)
-            return
+        view = self.views[name]
         table = self.rp[name]
+        n = len(pids)
+        lazy = rid in view.only
         found = table.get(rid)
-        fresh = not found
-        row: dict[int, int] = table.setdefault(rid, {}) if fresh else found  # type: ignore[assignment]
-        olds: list[int] = [init] * len(pids) if fresh else list(map(row.get, pids, repeat(init)))
+        known = view.known(rid) if rid in view.rows else None
+        olds: list[int] | None = None
+        whole = False
+        if not found and not lazy:
+            if isinstance(values, int) and values == init:
+                return  # every entry is initial already: nothing written, nothing to undo
+            olds, whole = [init] * n, True
+        elif known is not None and len(known[0]) == n \
+                and np.array_equal(known[0], arrays[0] if arrays is not None else pids):
+            olds, whole = known[1].tolist(), True  # the row is exactly these pages: its values, at once
+        cleared = (values == init) if isinstance(values, int) else values.count(init) == n
+        kept = (values != init) if isinstance(values, int) else init not in values
+        if whole and (cleared or (kept and arrays is not None)):  # array form only, or nothing left
+            if self.journal is not None:
+                self.journal.append(("RP", name, rid, pids, olds))
+            view.drop(rid)
+            if not cleared:
+                view.keep(rid, arrays[0], arrays[1], only=True)  # type: ignore[index]
+            rev = self.rev.get(name)
+            if rev is not None:
+                reindex(rev, rid, pids, olds, [values] * n if isinstance(values, int) else values, init)
+            return
+        view.forget(rid)
+        row: dict[int, int] = table.setdefault(rid, {})
+        if isinstance(values, int):
+            self._write_row_same(name, rid, row, pids, values, init, olds)
+        else:
+            self._write_row(name, rid, row, pids, values, init, olds)
+        if not row:
+            del table[rid]
+
+    def _write_row(self, name: str, rid: int, row: dict[int, int], pids: list[int], values: list[int], init: int,
+                   olds: list[int] | None) -> None:
+        if olds is None:
+            olds = list(map(row.get, pids, repeat(init)))
         if self.journal is not None:
             self.journal.append(("RP", name, rid, pids, olds))
         if init in values:
@@ -258,23 +312,15 @@ class StateStore:
                         row[pid] = value
         else:
             row.update(zip(pids, values, strict=True))
-        if not row:
-            del table[rid]
         rev = self.rev.get(name)
         if rev is not None:
             reindex(rev, rid, pids, olds, values, init)
 
-    def _set_rp_row_same(self, name: str, rid: int, pids: list[int], value: int, init: int) -> None:
-        table = self.rp[name]
-        found = table.get(rid)
-        fresh = not found
-        if fresh and value == init:
-            return  # every entry is initial already: nothing written, nothing to undo
-        row: dict[int, int] = table.setdefault(rid, {}) if fresh else found  # type: ignore[assignment]
+    def _write_row_same(self, name: str, rid: int, row: dict[int, int], pids: list[int], value: int, init: int,
+                        olds: list[int] | None) -> None:
         rev = self.rev.get(name)
-        olds: list[int] = []
-        if self.journal is not None or rev is not None:  # what was there is needed to undo or to reindex
-            olds = [init] * len(pids) if fresh else list(map(row.get, pids, repeat(init)))
+        if olds is None and (self.journal is not None or rev is not None):  # needed to undo or to reindex
+            olds = list(map(row.get, pids, repeat(init)))
         if self.journal is not None:
             self.journal.append(("RP", name, rid, pids, olds))
         if value != init:
@@ -283,10 +329,8 @@ class StateStore:
             row.clear()
         else:
             deque(map(row.pop, pids, repeat(None)), maxlen=0)
-        if not row:
-            del table[rid]
         if rev is not None:
-            reindex(rev, rid, pids, olds, [value] * len(pids), init)
+            reindex(rev, rid, pids, olds or [], [value] * len(pids), init)
 
     # -- transactions -----------------------------------------------------------------------------
     def begin(self) -> int:
