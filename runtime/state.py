@@ -276,7 +276,7 @@ class StateStore:
             olds, whole = known[1].tolist(), True  # the row is exactly these pages: its values, at once
         cleared = (values == init) if isinstance(values, int) else values.count(init) == n
         kept = (values != init) if isinstance(values, int) else init not in values
-        if whole and (cleared or (kept and arrays is not None)):  # array form only, or nothing left
+        if whole and olds is not None and (cleared or (kept and arrays is not None)):  # arrays only, or nothing
             if self.journal is not None:
                 self.journal.append(("RP", name, rid, pids, olds))
             view.drop(rid)
