@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -33,7 +32,7 @@ class RPView:
     the dict since): a batch over the same pages (released, attached, detached by free) reads and
     rewrites it with array operations, never a dict operation a page; anything else builds the dict
     first (``materialize``).  A row in both forms is the same row; ``grown`` holds the entries single
-    writes added to the dict after its arrays were taken (a page opened at the end of a block table).
+    writes added after its arrays were taken (a page opened at the end of a block table).
     The state store keeps the forms in step on every write (``extend``, ``forget``)."""
 
     __slots__ = ("data", "init", "rows", "grown", "only")
@@ -69,16 +68,24 @@ class RPView:
         else:
             self.only.discard(rid)
 
+    def holds(self, rid: int, pid: int) -> bool:
+        """Whether the reader's row, in array form, has an entry at ``pid``."""
+        row = self.rows.get(rid)
+        if row is None:
+            return False
+        more = self.grown.get(rid)
+        return bool((row[0] == pid).any()) or (more is not None and pid in more[0])
+
     def materialize(self, rid: int) -> dict[int, int] | None:
         """The reader's dict row, built from its arrays if it had none (None: no row)."""
         if rid in self.only:
-            pages, values = self.rows[rid]
+            pages, values = self.known(rid)  # type: ignore[misc]
             self.data[rid] = dict(zip(pages.tolist(), values.tolist(), strict=True))
             self.only.discard(rid)
         return self.data.get(rid)
 
     def extend(self, rid: int, pid: int, value: int) -> None:
-        """A single write added the entry ``pid`` (absent before) to the reader's dict row."""
+        """A single write added the entry ``pid`` (absent before) to the reader's row."""
         if rid in self.rows:
             more = self.grown.get(rid)
             if more is None:
@@ -152,50 +159,3 @@ class RPView:
                 values = [get(q, init) for q in pages]
             flat[sel] = values
         return out
-
-
-def hold(rev: dict[int, Any], pid: int, rid: int) -> None:
-    found = rev.get(pid)
-    if found is None:
-        rev[pid] = rid
-    elif found.__class__ is int:
-        if found != rid:
-            rev[pid] = {found, rid}
-    else:
-        found.add(rid)
-
-
-def unhold(rev: dict[int, Any], pid: int, rid: int) -> None:
-    found = rev.get(pid)
-    if found is None:
-        return
-    if found.__class__ is int:
-        if found == rid:
-            del rev[pid]
-        return
-    found.discard(rid)
-    if len(found) == 1:
-        rev[pid] = next(iter(found))
-    elif not found:
-        del rev[pid]
-
-
-def reindex(rev: dict[int, Any], rid: int, pids: list[int], olds: list[int], values: list[int],
-            init: int) -> None:
-    """Update the reverse index after reader ``rid``'s entries at ``pids`` went from ``olds`` to ``values``."""
-    n = len(pids)  # the two bulk cases below are decided by C-level passes over the ids
-    if olds.count(init) == n and init not in values:  # the reader takes pages it did not hold
-        if not any(map(rev.__contains__, pids)):
-            rev.update(dict.fromkeys(pids, rid))  # nobody held them: one holder each
-            return
-    elif init not in olds and values.count(init) == n:  # the reader lets go of pages it held
-        if list(map(rev.get, pids)).count(rid) == n:
-            deque(map(rev.__delitem__, pids), maxlen=0)  # it was their only holder
-            return
-    for pid, old, value in zip(pids, olds, values, strict=True):
-        if (old == init) == (value == init):
-            continue
-        if value == init:
-            unhold(rev, pid, rid)
-        else:
-            hold(rev, pid, rid)

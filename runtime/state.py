@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from .compiler import CompiledSpec
-from .sparse import EMPTY, RPView, hold, reindex, unhold
+from .holders import Holders
+from .sparse import EMPTY, RPView
 
 
 class StateStore:
@@ -46,7 +47,7 @@ class StateStore:
         self.rvecs: dict[str, np.ndarray] = {}
         self.rp: dict[str, dict[int, dict[int, int]]] = {name: {} for name in self.rp_names}
         # page -> the readers with an entry there: one reader id, or a set of two or more
-        self.rev: dict[str, dict[int, Any]] = {name: {} for name in cspec.reverse_indexed}
+        self.rev: dict[str, Holders] = {name: Holders(page_capacity) for name in cspec.reverse_indexed}
         self.page_cap = 0
         self.reader_cap = 0
         self.live_pages: dict[int, None] = {}
@@ -82,6 +83,8 @@ class StateStore:
 
     def _grow_pages(self, new: int) -> None:
         self._grow(self.page_names, self.cols, self.vecs, self.page_cap, new, "page")
+        for holders in self.rev.values():
+            holders.grow(new)
         self.page_cap = new
 
     def _grow_readers(self, new: int) -> None:
@@ -227,17 +230,26 @@ class StateStore:
     def set_rp(self, name: str, rid: int, pid: int, value: Any) -> None:
         """Set one per-(reader, page) value (an initial value removes the entry)."""
         table = self.rp[name]
-        row = table.get(rid) or self.views[name].materialize(rid)
+        view = self.views[name]
         init = self.init[name]
+        if rid in view.only and value != init and not view.holds(rid, pid):  # a page added to a row in
+            if self.journal is not None:                                      # array form: it stays so
+                self.journal.append(("rp", name, rid, pid, init))
+            view.extend(rid, pid, value)
+            rev = self.rev.get(name)
+            if rev is not None:
+                rev.hold(pid, rid)
+            return
+        row = table.get(rid) or view.materialize(rid)
         old = row.get(pid, init) if row else init
         if old == value:
             return
         if self.journal is not None:
             self.journal.append(("rp", name, rid, pid, old))
         if old == init and value != init:
-            self.views[name].extend(rid, pid, value)
+            view.extend(rid, pid, value)
         else:
-            self.views[name].forget(rid)
+            view.forget(rid)
         if value == init:
             del row[pid]  # type: ignore[union-attr]
             if not row:
@@ -249,9 +261,9 @@ class StateStore:
         rev = self.rev.get(name)
         if rev is not None:
             if value == init:
-                unhold(rev, pid, rid)
+                rev.unhold(pid, rid)
             elif old == init:
-                hold(rev, pid, rid)
+                rev.hold(pid, rid)
 
     def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int] | int,
                    arrays: tuple[np.ndarray, np.ndarray | int] | None = None) -> None:
@@ -284,7 +296,7 @@ class StateStore:
                 view.keep(rid, arrays[0], arrays[1], only=True)  # type: ignore[index]
             rev = self.rev.get(name)
             if rev is not None:
-                reindex(rev, rid, pids, olds, [values] * n if isinstance(values, int) else values, init)
+                rev.reindex(rid, pids if arrays is None else arrays[0], olds, values, init)
             return
         view.forget(rid)
         row: dict[int, int] = table.setdefault(rid, {})
@@ -314,7 +326,7 @@ class StateStore:
             row.update(zip(pids, values, strict=True))
         rev = self.rev.get(name)
         if rev is not None:
-            reindex(rev, rid, pids, olds, values, init)
+            rev.reindex(rid, pids, olds, values, init)
 
     def _write_row_same(self, name: str, rid: int, row: dict[int, int], pids: list[int], value: int, init: int,
                         olds: list[int] | None) -> None:
@@ -330,7 +342,7 @@ class StateStore:
         else:
             deque(map(row.pop, pids, repeat(None)), maxlen=0)
         if rev is not None:
-            reindex(rev, rid, pids, olds or [], [value] * len(pids), init)
+            rev.reindex(rid, pids, olds or [], value, init)
 
     # -- transactions -----------------------------------------------------------------------------
     def begin(self) -> int:

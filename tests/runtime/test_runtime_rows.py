@@ -126,3 +126,36 @@ def test_a_page_added_to_a_row_in_array_form_survives_a_batch_over_the_old_pages
         store.set_rp_row("lpin", rid, [0, 1, 2, 3], [2, 2, 2, 2], (np.arange(4, dtype=np.int64), 2))
         assert store.views["lpin"].gather(rid, np.arange(4, dtype=np.int64)).tolist() == [2, 2, 2, 2]
         assert dict(store.rp_row("lpin", rid)) == {0: 2, 1: 2, 2: 2, 3: 2}
+
+
+hop = st.tuples(st.sampled_from(["hold", "unhold", "hold_many", "unhold_many"]), st.integers(0, 3),
+                st.lists(st.integers(0, 15), min_size=1, max_size=16, unique=True))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(hop, max_size=30))
+def test_holders_agree_with_a_set_per_page(ops) -> None:
+    """The reverse index (one slot a page, a set where shared) against a plain set per page."""
+    from morphcache.runtime.holders import Holders
+
+    h = Holders(4)
+    h.grow(16)
+    model: dict[int, set[int]] = {q: set() for q in range(16)}
+    for kind, rid, pids in ops:
+        if kind == "hold":
+            h.hold(pids[0], rid)
+            model[pids[0]].add(rid)
+        elif kind == "unhold":
+            h.unhold(pids[0], rid)
+            model[pids[0]].discard(rid)
+        else:
+            pages = [q for q in pids if (rid in model[q]) == (kind == "unhold_many")]  # the contract: they change
+            arr = np.asarray(pages, dtype=np.int64)
+            olds = [1 if rid in model[q] else 0 for q in pages]
+            h.reindex(rid, arr, olds, 0 if kind == "unhold_many" else 1, 0)
+            for q in pages:
+                (model[q].discard if kind == "unhold_many" else model[q].add)(rid)
+        for q in range(16):
+            assert h.readers(q) == model[q]
+            got = h.get(q)
+            assert ({got} if isinstance(got, int) else (got or set())) == model[q]
