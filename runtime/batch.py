@@ -166,8 +166,8 @@ class VectorFiring:
             self._apply_repeat(values)
             return
         pids = self.p if len(idx) == self.count else self.p[idx]
-        pid_list = pids.tolist()
         rids = None if self.r is None else (self.r if plan.shape == "one" else self.r[idx])
+        pid_list = pids.tolist() if isinstance(rids, np.ndarray) else None  # many readers: one write a pair
         pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)
         for eff, value in zip(ev.effects, values, strict=True):
             if eff.scope == "reader" and plan.shape == "one":

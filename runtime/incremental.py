@@ -118,7 +118,8 @@ class Incremental:
             return np.fromiter((self.value(name, int(x)) for x in rid.tolist()), dtype=bool, count=len(rid))
         fails = t.fails.get(rid)
         if fails is None:
-            fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, list(self._domain(t, rid))))
+            fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, self.store.pages_array(t.domain_vars,
+                                                                                                    rid)))
             if fails:
                 t.failing.add(rid)
         return not fails
@@ -133,11 +134,11 @@ class Incremental:
     def _domain(self, t: Tracked, rid: int) -> Iterable[int]:
         return self.store.pages_of(t.domain_vars, rid)
 
-    def _failing_pages(self, t: Tracked, rid: int, pids: list[int]) -> list[int]:
+    def _failing_pages(self, t: Tracked, rid: int, pids: np.ndarray) -> list[int]:
         """The pages of ``pids`` where the body is false for reader ``rid``: one vector evaluation over
         them all (a closure per page below 32 pages)."""
         if len(pids) < 32:
-            return [q for q in pids if not self._holds(t, rid, q)]
+            return [q for q in pids.tolist() if not self._holds(t, rid, q)]
         saved_r, saved_q = self.names.get("r"), self.names.get(t.var)
         self.names["r"] = rid
         self.names[t.var] = qs = np.asarray(pids, dtype=np.int64)
@@ -157,7 +158,7 @@ class Incremental:
         fails = t.fails.get(rid)
         if fails is None:
             return
-        in_domain = any(q in self.store.rp_row(v, rid) for v in t.domain_vars)
+        in_domain = any(self.store.rp_has(v, rid, q) for v in t.domain_vars)
         if in_domain and not self._holds(t, rid, q):
             fails[q] = None
             t.failing.add(rid)

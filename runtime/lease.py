@@ -19,6 +19,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
+
 _IDS = itertools.count(1)
 
 
@@ -48,11 +50,12 @@ class Lease:
     ``tail``; covers ``tokens`` tokens of a prefix.  ``reader`` is the spec reader holding the pins."""
 
     __slots__ = ("lease_id", "issuer", "owner", "reader", "pages", "generations", "tokens", "partial", "tail",
-                 "tail_generation", "released")
+                 "tail_generation", "released", "page_ids")
 
     def __init__(self, issuer: int, owner: str | None, reader: int, pages: tuple[int, ...],
                  generations: tuple[int, ...], tokens: int, partial: PartialSnapshot | None = None,
-                 tail: int | None = None, tail_generation: int | None = None) -> None:
+                 tail: int | None = None, tail_generation: int | None = None,
+                 page_ids: np.ndarray | None = None) -> None:
         self.lease_id = next(_IDS)
         self.issuer = issuer
         self.owner = owner
@@ -64,11 +67,19 @@ class Lease:
         self.tail = tail
         self.tail_generation = tail_generation
         self.released = False
+        ids = np.fromiter(pages, dtype=np.int64, count=len(pages)) if page_ids is None else page_ids.copy()
+        ids.flags.writeable = False
+        self.page_ids = ids  # ``pages`` as an array (what the batches over them take)
 
     @property
     def pinned(self) -> tuple[int, ...]:
         """Every page the lease pins: its whole pages, then its tail."""
         return self.pages + ((self.tail,) if self.tail is not None else ())
+
+    @property
+    def pinned_ids(self) -> np.ndarray:
+        """``pinned`` as an array."""
+        return self.page_ids if self.tail is None else np.append(self.page_ids, self.tail)
 
     def __repr__(self) -> str:
         state = "released" if self.released else "live"

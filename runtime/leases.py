@@ -45,17 +45,17 @@ class LeaseBook:
                 partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
         """Pin ``full`` (and the reader's own ``tail``) for ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
+        ids = np.fromiter(full, dtype=np.int64, count=len(full))
         both = bool(full) and tail is not None  # one batch alone is all or nothing already
         with pipe.atomic() if both else nullcontext():
             if full:
-                pipe.fire_batch("acquire", reader.rid, np.fromiter(full, dtype=np.int64, count=len(full)),
-                                distinct=True)
+                pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
         gen = self.store.vecs[GEN]
-        gens = tuple(gen[np.fromiter(full, dtype=np.int64, count=len(full))].tolist()) if full else ()
+        gens = tuple(gen[ids].tolist()) if full else ()
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
-        lease = Lease(self.ident, reader.name, reader.rid, full, gens, tokens, partial, tail, tail_gen)
+        lease = Lease(self.ident, reader.name, reader.rid, full, gens, tokens, partial, tail, tail_gen, ids)
         self.leases[lease.lease_id] = lease
         reader.leases.add(lease.lease_id)
         return lease
@@ -77,8 +77,7 @@ class LeaseBook:
         pinned = lease.pinned
         if pinned:
             try:
-                self.pipe.fire_batch("read", lease.reader, np.fromiter(pinned, dtype=np.int64, count=len(pinned)),
-                                     distinct=True)
+                self.pipe.fire_batch("read", lease.reader, lease.pinned_ids, distinct=True)
             except GuardRefused as exc:
                 raise StaleLeaseError(f"lease #{lease.lease_id}: page {exc.page} failed re-validation: {exc}") from exc
         records = self.pages.records
@@ -92,7 +91,7 @@ class LeaseBook:
     def release(self, lease: Lease) -> None:
         """Unpin every page of the lease; collect what nothing holds any more."""
         pipe = self.pipe
-        pinned = np.fromiter(lease.pinned, dtype=np.int64, count=len(lease.pinned))
+        pinned = lease.pinned_ids
         counts = self.store.varrays[LPIN][(lease.reader, pinned)]
         more, last = pinned[counts > 1], pinned[counts <= 1]
         both = bool(len(more)) and bool(len(last))

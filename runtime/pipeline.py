@@ -271,14 +271,13 @@ class Pipeline:
             index = rids
         else:
             assert pids is not None
-            pid_list = pids.tolist() if pid_list is None else pid_list
             if isinstance(rids, np.ndarray):
+                pid_list = pids.tolist() if pid_list is None else pid_list
                 vals = [values] * len(pid_list) if isinstance(values, int) else values.tolist()
                 for rid, pid, value in zip(rids.tolist(), pid_list, vals, strict=True):
                     store.set_rp(name, rid, pid, value)
             else:
-                store.set_rp_row(name, int(rids), pid_list, values if isinstance(values, int) else values.tolist(),
-                                 (pids, values))
+                store.set_rp_row(name, int(rids), pids, values)
             index = (rids, pids)
         watchers = self.watchers.get(name)
         if watchers:

@@ -171,7 +171,7 @@ class Sequences:
         kinds = token_types(types, lease.tokens)
         part_kinds = kinds[len(lease.pages) * self.C:] if kinds is not None else None
         self.writer.room(reader, len(lease.pages) * self.C, extra)
-        full = np.asarray(lease.pages, dtype=np.int64)
+        full = lease.page_ids
         own = lease.reader == reader.rid
         pipe, rid = self.pipe, reader.rid
 

@@ -161,6 +161,16 @@ class StateStore:
         """The reader's non-initial entries of ``name``, by page (do not modify)."""
         return self.rp[name].get(rid) or self.views[name].materialize(rid) or EMPTY
 
+    def rp_has(self, name: str, rid: int, pid: int) -> bool:
+        """Whether the reader has a non-initial entry of ``name`` at ``pid`` (a row in array form is
+        searched while few single writes have grown it, then built into a dict)."""
+        view = self.views[name]
+        if rid in view.only:
+            more = view.grown.get(rid)
+            if more is None or len(more[0]) < 8:
+                return view.holds(rid, pid)
+        return pid in self.rp_row(name, rid)
+
     def has_rp(self, name: str, rid: int) -> bool:
         """Whether the reader has any non-initial entry of ``name``."""
         return bool(self.rp[name].get(rid)) or rid in self.views[name].only
@@ -197,6 +207,15 @@ class StateStore:
         for name in names:
             seen.update(dict.fromkeys(self.rp_row(name, rid)))
         return iter(list(seen))
+
+    def pages_array(self, names: tuple[str, ...], rid: int) -> np.ndarray:
+        """``pages_of`` as an array (a row in array form gives its pages without a dict)."""
+        if len(names) == 1 and rid in self.views[names[0]].rows:
+            known = self.views[names[0]].known(rid)
+            assert known is not None
+            return known[0]
+        pages = list(self.pages_of(names, rid))
+        return np.fromiter(pages, dtype=np.int64, count=len(pages))
 
     # -- writes -----------------------------------------------------------------------------------
     def set_page(self, name: str, pid: int, value: Any) -> None:
@@ -265,11 +284,11 @@ class StateStore:
             elif old == init:
                 rev.hold(pid, rid)
 
-    def set_rp_row(self, name: str, rid: int, pids: list[int], values: list[int] | int,
-                   arrays: tuple[np.ndarray, np.ndarray | int] | None = None) -> None:
+    def set_rp_row(self, name: str, rid: int, pids: list[int] | np.ndarray,
+                   values: list[int] | np.ndarray | int) -> None:
         """Set ``name`` of reader ``rid`` at many distinct pages (``values``: one per page, or one for all).
-        ``arrays`` are the same pages and values as arrays: a row they write whole (fresh, or the same
-        pages as its arrays) stays in array form alone (``RPView``), without a dict."""
+        A row written whole (fresh, or exactly the pages of its array form) with no initial value left
+        stays in array form alone (``RPView``): no dict operation a page."""
         init = self.init[name]
         view = self.views[name]
         table = self.rp[name]
@@ -277,33 +296,41 @@ class StateStore:
         lazy = rid in view.only
         found = table.get(rid)
         known = view.known(rid) if rid in view.rows else None
-        olds: list[int] | None = None
-        whole = False
+        olds: np.ndarray | None = None
         if not found and not lazy:
             if isinstance(values, int) and values == init:
                 return  # every entry is initial already: nothing written, nothing to undo
-            olds, whole = [init] * n, True
-        elif known is not None and len(known[0]) == n \
-                and np.array_equal(known[0], arrays[0] if arrays is not None else pids):
-            olds, whole = known[1].tolist(), True  # the row is exactly these pages: its values, at once
-        cleared = (values == init) if isinstance(values, int) else values.count(init) == n
-        kept = (values != init) if isinstance(values, int) else init not in values
-        if whole and olds is not None and (cleared or (kept and arrays is not None)):  # arrays only, or nothing
+            olds = np.full(n, init, dtype=np.int64)
+        elif known is not None and len(known[0]) == n and np.array_equal(known[0], pids):
+            olds = known[1]  # the row is exactly these pages: its values, at once
+        if isinstance(values, int):
+            cleared = values == init
+            kept = not cleared
+        elif isinstance(values, np.ndarray):
+            set_ = values != init
+            cleared, kept = not set_.any(), bool(set_.all())
+        else:
+            cleared, kept = values.count(init) == n, init not in values
+        if olds is not None and (cleared or kept):  # the whole row: arrays only, or nothing left
             if self.journal is not None:
                 self.journal.append(("RP", name, rid, pids, olds))
             view.drop(rid)
             if not cleared:
-                view.keep(rid, arrays[0], arrays[1], only=True)  # type: ignore[index]
+                view.keep(rid, np.asarray(pids, dtype=np.int64), values if isinstance(values, int)
+                          else np.asarray(values, dtype=np.int64), only=True)
             rev = self.rev.get(name)
             if rev is not None:
-                rev.reindex(rid, pids if arrays is None else arrays[0], olds, values, init)
+                rev.reindex(rid, pids, olds, values, init)
             return
         view.forget(rid)
         row: dict[int, int] = table.setdefault(rid, {})
+        pid_list = pids.tolist() if isinstance(pids, np.ndarray) else pids
+        old_list = None if olds is None else olds.tolist()
         if isinstance(values, int):
-            self._write_row_same(name, rid, row, pids, values, init, olds)
+            self._write_row_same(name, rid, row, pid_list, values, init, old_list)
         else:
-            self._write_row(name, rid, row, pids, values, init, olds)
+            self._write_row(name, rid, row, pid_list, values.tolist() if isinstance(values, np.ndarray) else values,
+                            init, old_list)
         if not row:
             del table[rid]
 

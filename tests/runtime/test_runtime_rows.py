@@ -80,7 +80,10 @@ def test_rows_in_both_forms_read_as_the_model(ops) -> None:
                 vals = values if isinstance(values, int) else values[:len(pids)]
                 arrays = (np.asarray(pids, dtype=np.int64),
                           vals if isinstance(vals, int) else np.asarray(vals, dtype=np.int64))
-                store.set_rp_row(name, rid, list(pids), vals, arrays if with_arrays else None)
+                if with_arrays:
+                    store.set_rp_row(name, rid, *arrays)
+                else:
+                    store.set_rp_row(name, rid, list(pids), vals)
                 last[name, rid] = list(pids)
                 for i, pid in enumerate(pids):
                     model[name].setdefault(rid, {})[pid] = vals if isinstance(vals, int) else vals[i]
@@ -116,14 +119,14 @@ def test_a_page_added_to_a_row_in_array_form_survives_a_batch_over_the_old_pages
             store.alloc_page()
         rid = store.alloc_reader()
         old = np.asarray([0, 1, 2], dtype=np.int64)
-        store.set_rp_row("lpin", rid, old.tolist(), 1, (old, 1))
+        store.set_rp_row("lpin", rid, old, 1)
         store.set_rp("lpin", rid, 3, 2)
         assert store.views["lpin"].gather(rid, np.arange(4, dtype=np.int64)).tolist() == [1, 1, 1, 2]
-        store.set_rp_row("lpin", rid, old.tolist(), 0, (old, 0))
+        store.set_rp_row("lpin", rid, old, 0)
         assert dict(store.rp_row("lpin", rid)) == {3: 2}
-        store.set_rp_row("lpin", rid, old.tolist(), 1, (old, 1))
+        store.set_rp_row("lpin", rid, old, 1)
         store.set_rp("lpin", rid, 3, 5)
-        store.set_rp_row("lpin", rid, [0, 1, 2, 3], [2, 2, 2, 2], (np.arange(4, dtype=np.int64), 2))
+        store.set_rp_row("lpin", rid, np.arange(4, dtype=np.int64), np.full(4, 2, dtype=np.int64))
         assert store.views["lpin"].gather(rid, np.arange(4, dtype=np.int64)).tolist() == [2, 2, 2, 2]
         assert dict(store.rp_row("lpin", rid)) == {0: 2, 1: 2, 2: 2, 3: 2}
 
