@@ -96,10 +96,10 @@ class PageRecord:
 class PageDirectory:
     """The records of every live page, by id, and their metadata columns."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 64) -> None:
         self.records: dict[int, PageRecord] = {}
         self.metas: dict[int, PageMeta] = {}
-        self.cols = MetaColumns()
+        self.cols = MetaColumns(capacity)
 
     def meta(self, pid: int, depth: int, **kwargs: Any) -> LivePageMeta:
         """A fresh PageMeta for page ``pid`` (its columns reset)."""

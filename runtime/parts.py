@@ -51,6 +51,8 @@ from .store import MemoryPageStore, PageStore
 from .tiering import TierMover
 from .tiers import DiskTier, HostTier, SlotPool, Storage
 
+ID_ROOM = 1 << 16  # page ids the columns hold from the start at most (they grow past it when needed)
+
 _LOADED: dict[tuple[str, float], Spec] = {}
 _COMPILED: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[Spec, CompiledSpec]] = {}
 
@@ -117,13 +119,14 @@ class Parts:
         spec_ = load(spec)
         check_binding(spec_)
         cspec = compiled(spec_, config.spec_constants(spec_.constants))
-        store = StateStore(cspec)
+        ids = min(config.gpu_pages + config.host_pages + config.disk_pages + 64, ID_ROOM)  # page ids made at once
+        store = StateStore(cspec, page_capacity=ids)
         readers = ReaderTable(store)
         page_bound = -(-config.max_sequence_tokens // config.page_size) + 1
         pipe = Pipeline(cspec, store, backend=config.backend, record=config.record, strict=config.strict,
                         fast=config.fast, describe=readers.describe, page_bound=page_bound)
         lock = threading.RLock()
-        pages = PageDirectory()
+        pages = PageDirectory(ids)
         index = PrefixIndex(config.page_size)
         data = data if data is not None else MemoryPageStore(config.gpu_pages, config.page_size)
         disk = DiskTier(config.disk_dir, config.disk_pages) if config.disk_dir is not None else None

@@ -70,11 +70,7 @@ class RPView:
 
     def holds(self, rid: int, pid: int) -> bool:
         """Whether the reader's row, in array form, has an entry at ``pid``."""
-        row = self.rows.get(rid)
-        if row is None:
-            return False
-        more = self.grown.get(rid)
-        return bool((row[0] == pid).any()) or (more is not None and pid in more[0])
+        return rid in self.rows and self._search(rid, pid) != self.init
 
     def materialize(self, rid: int) -> dict[int, int] | None:
         """The reader's dict row, built from its arrays if it had none (None: no row)."""
@@ -114,8 +110,21 @@ class RPView:
             return self.gather(r, p)
         row = self.data.get(r)
         if row is None and self.only and r in self.only:
+            more = self.grown.get(r)
+            if more is None or len(more[0]) < 8:  # a few reads: searched in the arrays, no dict built
+                return self._search(r, p)
             row = self.materialize(r)
         return row.get(p, self.init) if row else self.init
+
+    def _search(self, rid: int, pid: int) -> int:
+        pages, values = self.rows[rid]
+        at = np.flatnonzero(pages == pid)
+        if len(at):
+            return int(values[at[0]])
+        more = self.grown.get(rid)
+        if more is not None and pid in more[0]:
+            return more[1][more[0].index(pid)]
+        return self.init
 
     def gather(self, r: Any, p: Any) -> np.ndarray:
         """Values at broadcast index arrays ``r`` and ``p``."""
