@@ -85,7 +85,7 @@ class LeaseBook:
         gens = lease.generations + ((lease.tail_generation,) if lease.tail_generation is not None else ())
         data = tuple(self.storage.data.read(s) for s in slots) if payloads else None
         self.seam.tick()
-        self.seam.accessed(pinned)
+        self.seam.accessed(lease.pinned_ids)
         return ReadView(lease.lease_id, slots, gens, data)  # type: ignore[arg-type]
 
     def release(self, lease: Lease) -> None:

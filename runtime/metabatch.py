@@ -16,18 +16,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
+import numpy as np
+
 if TYPE_CHECKING:
     from .policy import PageMeta
 
 
 class MetaBatch(Sequence["PageMeta"]):
-    """Pages ``pages`` (distinct ids, in the step's order) and ``lookup``, id -> its PageMeta."""
+    """Pages ``pages`` (distinct ids, in the step's order) and ``lookup``, id -> its PageMeta;
+    ``ids`` the same pages as an array when the step has one."""
 
-    __slots__ = ("pages", "lookup")
+    __slots__ = ("pages", "lookup", "ids")
 
-    def __init__(self, pages: list[int], lookup: Callable[[int], PageMeta]) -> None:
+    def __init__(self, pages: list[int], lookup: Callable[[int], PageMeta], ids: np.ndarray | None = None) -> None:
         self.pages = pages
         self.lookup = lookup
+        self.ids = ids
 
     def __len__(self) -> int:
         return len(self.pages)
@@ -48,6 +52,14 @@ class MetaBatch(Sequence["PageMeta"]):
 
     def __repr__(self) -> str:
         return f"MetaBatch(pages={self.pages!r})"
+
+
+def page_array(metas: Sequence[PageMeta]) -> np.ndarray:
+    """The page ids of ``metas`` as an int64 array (the batch's own when it carries one)."""
+    if isinstance(metas, MetaBatch) and metas.ids is not None:
+        return metas.ids
+    pages = page_ids(metas)
+    return np.fromiter(pages, dtype=np.int64, count=len(pages))
 
 
 def page_ids(metas: Sequence[PageMeta]) -> list[int]:

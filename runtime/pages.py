@@ -108,9 +108,10 @@ class PageDirectory:
             col[pid] = 0
         return LivePageMeta(self.cols, pid, depth, **kwargs)
 
-    def metas_of(self, pids: Iterable[int]) -> MetaBatch:
-        """The PageMeta of each of ``pids`` (live pages), each built when it is read."""
-        return MetaBatch(list(pids), self.metas.__getitem__)
+    def metas_of(self, pids: Iterable[int], ids: np.ndarray | None = None) -> MetaBatch:
+        """The PageMeta of each of ``pids`` (live pages; ``ids`` the same as an array), each built when
+        it is read."""
+        return MetaBatch(list(pids), self.metas.__getitem__, ids)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ConfigError
-from .metabatch import page_ids
+from .metabatch import page_array, page_ids
 
 DECISIONS = ("gpu", "host", "disk", "pool")
 
@@ -281,12 +281,11 @@ class LRUPolicy(EvictionPolicy):
             self._touch_one(page, True)
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
-        pages = page_ids(metas)
-        if len(pages) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost
+        if len(metas) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost
             for meta in metas:
                 self.on_access(meta, now)
             return
-        idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
+        idx = page_array(metas)
         self._ensure(int(idx.max()))
         self._touch_many(idx[self.code[idx] != 0], False)
         if self.pooled:
@@ -323,7 +322,7 @@ class LRUPolicy(EvictionPolicy):
                     code[page] = new
                     self._touch_one(page, False)
             return
-        idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
+        idx = page_array(crossed)
         self._ensure(int(idx.max()))
         codes = self.code[idx]
         gpu = idx[(codes == CODES["gpu_hot"]) | (codes == CODES["gpu_cold"])]

@@ -51,43 +51,52 @@ class PolicySeam:
         rec.meta.created = rec.meta.last_use = self.now
         self.policy.on_insert(rec.meta)
 
-    def accessed(self, pids: Sequence[int]) -> None:
-        """Pages were hit by a lookup, read or written at the current tick (distinct ids)."""
-        if not pids:
+    def accessed(self, pids: Sequence[int] | np.ndarray) -> None:
+        """Pages were hit by a lookup, read or written at the current tick (distinct ids; a list or an
+        int64 array)."""
+        if not len(pids):
             return
         now = self.now
         cols = self.pages.cols
+        idx = None
         if len(pids) <= 8:
+            pids = pids.tolist() if isinstance(pids, np.ndarray) else pids
             last_use, uses = cols.last_use, cols.uses
             for pid in pids:
                 last_use[pid] = now
                 uses[pid] += 1
         else:
-            idx = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
             cols.last_use[idx] = now
             cols.uses[idx] += 1
-        self.policy.on_access_many(self.pages.metas_of(pids), now)
+        listed = pids.tolist() if isinstance(pids, np.ndarray) else pids
+        self.policy.on_access_many(self.pages.metas_of(listed, idx), now)
 
     def updated(self, rec: PageRecord) -> None:
         """Something other than the tier changed in the page's metadata."""
         self.policy.on_update(rec.meta)
 
-    def holders(self, pids: Sequence[int], delta: int) -> None:
-        """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids)."""
-        if not pids:
+    def holders(self, pids: Sequence[int] | np.ndarray, delta: int, listed: list[int] | None = None) -> None:
+        """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids; a list
+        or an int64 array, ``listed`` the same as a list when the caller has one)."""
+        if not len(pids):
             return
         holders = self.pages.cols.holders
         edge = 1 if delta > 0 else 0  # the count a page that crossed has now
-        metas = self.pages.metas_of(pids)
         if len(pids) <= 8:
+            pids = pids.tolist() if isinstance(pids, np.ndarray) else pids
+            metas = self.pages.metas_of(pids)
             for pid in pids:
                 holders[pid] += delta
             crossed = self.pages.metas_of([pid for pid in metas.pages if holders[pid] == edge])
         else:
-            idx = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
+            if listed is None:
+                listed = pids.tolist() if isinstance(pids, np.ndarray) else list(pids)
+            metas = self.pages.metas_of(listed, idx)
             holders[idx] += delta
             hit = holders[idx] == edge
-            crossed = metas if hit.all() else self.pages.metas_of(idx[hit].tolist())
+            crossed = metas if hit.all() else self.pages.metas_of(idx[hit].tolist(), idx[hit])
         self.policy.on_holders_many(metas, crossed)
 
     def moved(self, rec: PageRecord, tier: str) -> None:

@@ -90,7 +90,7 @@ class Sequences:
         reader.block = []
         reader.slide_next = 0
         records = self.pages.records
-        self.seam.holders(block, -1)
+        self.seam.holders(pids, -1, block)
         if self.config.auto_admit and block:
             store = self.store
             sealed = np.isin(store.vecs[TAIL][pids], self._sealed_codes) & (store.vecs[POOL][pids] != self._pooled)
@@ -196,7 +196,7 @@ class Sequences:
                                    pending)
 
         self.writer.transaction(events)
-        self.seam.holders(lease.pages, 1)
+        self.seam.holders(lease.page_ids, 1, list(lease.pages))
         if extra:
             rec = self.pages.get(reader.block[-1])
             self.storage.data.write_prefix(rec.gpu_slot, extra, part.payload)  # type: ignore[union-attr]
