@@ -67,7 +67,7 @@ class VectorFiring:
         """Decide and apply the batch; returns the mask of firings that fired."""
         pipe, ev, plan = self.pipe, self.ev, self.plan
         if (not self.distinct and plan.shape != "repeat" and len(np.unique(self.p)) != self.count) \
-                or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
+                or (plan.shape == "many" and not self.distinct and len(np.unique(self.r)) != self.count) \
                 or (not atomic and not plan.independent):
             return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
         if plan.ends and not pipe.recorder.enabled:
