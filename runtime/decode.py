@@ -103,6 +103,8 @@ class DecodeStep:
         else:
             many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=len(recs)), self.store.vecs[DEPTH][pids],
                  fill[idx], np.asarray(toks, dtype=np.uint64))
+        self.seam.tick()
+        self.seam.accessed(plist)
         return refused
 
     def open_many(self, readers: list[ReaderRecord], tokens: list[int]) -> None:
