@@ -26,9 +26,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from operator import attrgetter, itemgetter
+from typing import Any
 
 import numpy as np
 
+from . import pipeline
 from .binding import DEPTH, FRONTIER
 from .config import RuntimeConfig
 from .errors import CapacityError, MorphcacheError
@@ -75,7 +77,7 @@ class DecodeStep:
             for group, write in ((opens, self.open_many), (seals, self.seal_many)):
                 if group:
                     try:
-                        write([readers[i] for i in group], [tokens[i] for i in group])
+                        write(_pick(readers, group), _pick(tokens, group))
                     except MorphcacheError:
                         later += group
         return later
@@ -84,7 +86,7 @@ class DecodeStep:
               idx: np.ndarray) -> list[int]:
         """The sequences ``idx``, each in the middle of a page, take their token: one batch of ``append``
         (each firing on its own), then records and bytes; returns those the spec refused."""
-        sel = [readers[i] for i in idx.tolist()] if len(idx) < len(readers) else readers
+        sel = _pick(readers, idx.tolist()) if len(idx) < len(readers) else readers
         pids = np.fromiter(map(_LAST, map(_BLOCK, sel)), dtype=np.int64, count=len(sel))
         plist = pids.tolist()
         fired = self.pipe.fire_batch("append", rids[idx], pids, atomic=False, distinct=len(set(plist)) == len(plist))
@@ -94,7 +96,7 @@ class DecodeStep:
             idx, pids = idx[fired], pids[fired]
             plist = pids.tolist()
         recs = list(map(self.pages.records.__getitem__, plist))
-        toks = [tokens[i] for i in idx.tolist()] if len(idx) < len(tokens) else tokens
+        toks = _pick(tokens, idx.tolist()) if len(idx) < len(tokens) else tokens
         deque(map(list.append, map(_TOKENS, recs), toks), maxlen=0)
         many = getattr(self.storage.data, "write_tokens_many", None)
         if many is None:
@@ -112,19 +114,19 @@ class DecodeStep:
         its first token there (``append``, one batch), in one transaction: all of them or none.
         CapacityError, nothing changed, when the GPU pool lacks a free slot for each (one by one, each
         makes its own room)."""
-        k, writer, pipe = len(readers), self.writer, self.pipe
+        k, writer = len(readers), self.writer
         free = len(self.storage.slots.free_slots)
         if free < k:
             raise CapacityError(f"GPU pool: {k} pages to open, {free} free slots")
-        rids = np.fromiter(map(_RID, readers), dtype=np.int64, count=k)
+        rids = list(map(_RID, readers))
         recs: list[PageRecord] = []
 
         def events(pending: list[Pending]) -> None:
             recs.extend(map(writer.fresh, readers))
-            pids = np.fromiter(map(_PID, recs), dtype=np.int64, count=k)
-            pipe.fire_batch("open", rids, pids, distinct=True)
+            pids = list(map(_PID, recs))
+            self.fire_all("open", rids, pids)
             deque(map(writer.link, readers, recs), maxlen=0)
-            pipe.fire_batch("append", rids, pids, distinct=True)
+            self.fire_all("append", rids, pids)
 
         def after(pending: list[Pending]) -> None:
             seam, pids = self.seam, list(map(_PID, recs))
@@ -144,12 +146,11 @@ class DecodeStep:
         chain hashes, the windows the seals left behind slid (proposals), in one transaction, all of
         them or none; then the bytes, and the sealed pages' index entries and morphology."""
         k, writer, morph, c = len(readers), self.writer, self.morph, self.C
-        rids = np.fromiter(map(_RID, readers), dtype=np.int64, count=k)
         pids = list(map(_LAST, map(_BLOCK, readers)))
         recs = list(map(self.pages.records.__getitem__, pids))
 
         def events(pending: list[Pending]) -> None:
-            self.pipe.fire_batch("seal", rids, np.fromiter(pids, dtype=np.int64, count=k), distinct=True)
+            self.fire_all("seal", list(map(_RID, readers)), pids)
             for rec, token in zip(recs, tokens, strict=True):
                 writer.seal_hash(rec, (token,))
             if self.config.auto_slide:  # windows W tokens behind the frontiers the seals reached
@@ -166,6 +167,23 @@ class DecodeStep:
             writer.sealed_many(recs)
 
         writer.transaction(events, after)
+
+
+    def fire_all(self, event: str, rids: list[int], pids: list[int]) -> None:
+        """Fire ``event`` for each reader on its page (distinct pages), inside the caller's transaction:
+        one batch for the vector backend, or, a batch too short for it, each firing alone (as the
+        pipeline fires such a batch, without a transaction of its own)."""
+        if len(pids) >= pipeline.VECTOR_FROM:
+            self.pipe.fire_batch(event, np.array(rids, dtype=np.int64), np.array(pids, dtype=np.int64), distinct=True)
+            return
+        fire = self.pipe.fire
+        for rid, pid in zip(rids, pids, strict=True):
+            fire(event, rid, pid)
+
+
+def _pick(items: list[Any], idx: list[int]) -> list[Any]:
+    """``[items[i] for i in idx]`` in one C-level call."""
+    return [items[idx[0]]] if len(idx) == 1 else list(itemgetter(*idx)(items))
 
 
 def _restore_slide(reader: ReaderRecord, value: int) -> Callable[[], None]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import pipeline
 from .binding import COMPRESSED, POOL, WINDOW
 from .collect import Collector
 from .config import RuntimeConfig
@@ -112,11 +113,15 @@ class Morphology:
             self._propose("release_tail", pids)
 
     def _propose(self, event: str, pids: list[int]) -> list[int]:
-        """Fire ``event`` on those of ``pids`` the spec allows it for (one batch); returns them."""
-        allowed = self.pipe.allowed
-        ok = [pid for pid in pids if allowed(event, None, pid)]
-        if ok:
-            self.pipe.fire_batch(event, None, np.fromiter(ok, dtype=np.int64, count=len(ok)), distinct=True)
+        """Fire ``event`` on those of ``pids`` the spec allows it for (one batch, or each alone when the
+        batch is too short for the vector backend); returns them."""
+        pipe = self.pipe
+        ok = [pid for pid in pids if pipe.allowed(event, None, pid)]
+        if len(ok) >= pipeline.VECTOR_FROM:
+            pipe.fire_batch(event, None, np.fromiter(ok, dtype=np.int64, count=len(ok)), distinct=True)
+        else:
+            for pid in ok:
+                pipe.fire(event, None, pid)
         return ok
 
     def _stale_index(self, pid: int) -> bool:
