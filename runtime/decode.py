@@ -69,77 +69,91 @@ class DecodeStep:
         if not full:
             plain &= room
         idx = np.flatnonzero(plain)
-        if len(idx):
-            later += self.plain(readers, tokens, rids, fill, idx)
-        if len(idx) < n:
-            opens = np.flatnonzero((fill == 0) & room).tolist()
-            seals = np.flatnonzero((fill == c - 1) & room).tolist()
-            for group, write in ((opens, self.open_many), (seals, self.seal_many)):
-                if group:
-                    try:
-                        write(_pick(readers, group), _pick(tokens, group))
-                    except MorphcacheError:
-                        later += group
+        opens = np.flatnonzero((fill == 0) & room).tolist() if len(idx) < n else []
+        if opens:
+            try:
+                later += self.appends(readers, tokens, rids, fill, idx, opens)
+            except MorphcacheError:  # the opening sequences one by one, the others again
+                later += opens
+                opens = []
+        if len(idx) and not opens:
+            later += self.appends(readers, tokens, rids, fill, idx, [])
+        seals = np.flatnonzero((fill == c - 1) & room).tolist() if len(idx) < n else []
+        if seals:
+            try:
+                self.seal_many(_pick(readers, seals), _pick(tokens, seals))
+            except MorphcacheError:
+                later += seals
         return later
 
-    def plain(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray, fill: np.ndarray,
-              idx: np.ndarray) -> list[int]:
-        """The sequences ``idx``, each in the middle of a page, take their token: one batch of ``append``
-        (each firing on its own), then records and bytes; returns those the spec refused."""
+    def appends(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray, fill: np.ndarray,
+                idx: np.ndarray, opens: list[int]) -> list[int]:
+        """The sequences ``idx`` (each in the middle of a page) and ``opens`` (each at a page boundary)
+        take their token: a fresh page for each of ``opens`` (``open``, one batch over those readers, all
+        or none), then one batch of ``append`` over them all, each firing on its own; then records,
+        bytes and the policy.  Returns the sequences of ``idx`` the spec refused.  With ``opens``, one
+        transaction, and a MorphcacheError (nothing changed) when an open or an opening sequence's first
+        token is refused, or the GPU pool lacks a free slot for each page opened."""
+        writer, k = self.writer, len(opens)
+        if k and len(self.storage.slots.free_slots) < k:
+            raise CapacityError(f"GPU pool: {k} pages to open, {len(self.storage.slots.free_slots)} free slots")
         sel = _pick(readers, idx.tolist()) if len(idx) < len(readers) else readers
-        pids = np.fromiter(map(_LAST, map(_BLOCK, sel)), dtype=np.int64, count=len(sel))
-        plist = pids.tolist()
-        fired = self.pipe.fire_batch("append", rids[idx], pids, atomic=False, distinct=len(set(plist)) == len(plist))
-        refused: list[int] = []
-        if not fired.all():
-            refused = idx[~fired].tolist()
-            idx, pids = idx[fired], pids[fired]
-            plist = pids.tolist()
-        recs = list(map(self.pages.records.__getitem__, plist))
-        toks = _pick(tokens, idx.tolist()) if len(idx) < len(tokens) else tokens
-        deque(map(list.append, map(_TOKENS, recs), toks), maxlen=0)
-        many = getattr(self.storage.data, "write_tokens_many", None)
-        if many is None:
-            for rec, offset, token in zip(recs, fill[idx].tolist(), toks, strict=True):
-                self.storage.data.write_tokens(rec.gpu_slot, rec.depth, offset, (token,))
-        else:
-            many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=len(recs)), self.store.vecs[DEPTH][pids],
-                 fill[idx], np.asarray(toks, dtype=np.uint64))
-        self.seam.tick()
-        self.seam.accessed(plist)
-        return refused
-
-    def open_many(self, readers: list[ReaderRecord], tokens: list[int]) -> None:
-        """Each reader, at a page boundary, takes a fresh page (``open``, one batch over the readers) and
-        its first token there (``append``, one batch), in one transaction: all of them or none.
-        CapacityError, nothing changed, when the GPU pool lacks a free slot for each (one by one, each
-        makes its own room)."""
-        k, writer = len(readers), self.writer
-        free = len(self.storage.slots.free_slots)
-        if free < k:
-            raise CapacityError(f"GPU pool: {k} pages to open, {free} free slots")
-        rids = list(map(_RID, readers))
-        recs: list[PageRecord] = []
+        plain_pids = list(map(_LAST, map(_BLOCK, sel)))
+        openers = _pick(readers, opens) if k else []
+        every = np.concatenate((idx, np.asarray(opens, dtype=np.int64))) if k else idx
+        opened: list[PageRecord] = []
+        decided: list[np.ndarray] = []
 
         def events(pending: list[Pending]) -> None:
-            recs.extend(map(writer.fresh, readers))
-            pids = list(map(_PID, recs))
-            self.fire_all("open", rids, pids)
-            deque(map(writer.link, readers, recs), maxlen=0)
-            self.fire_all("append", rids, pids)
+            opened.extend(map(writer.fresh, openers))
+            opids = list(map(_PID, opened))
+            if k:
+                self.fire_all("open", list(map(_RID, openers)), opids)
+                deque(map(writer.link, openers, opened), maxlen=0)
+            plist = plain_pids + opids
+            pids = np.array(plist, dtype=np.int64)
+            fired = self.pipe.fire_batch("append", rids[every], pids, atomic=False,
+                                         distinct=len(set(plist)) == len(plist))
+            if k and not fired[len(idx):].all():
+                raise _OpenRefused("an opening sequence's first token was refused")
+            decided.extend((pids, fired))
+
+        refused: list[int] = []
 
         def after(pending: list[Pending]) -> None:
-            seam, pids = self.seam, list(map(_PID, recs))
-            for rec in recs:
-                seam.inserted(rec)
-            seam.holders(pids, 1)
+            pids, fired = decided
+            which = every
+            if not fired.all():  # plain appends the spec refused: left to the one-by-one path
+                refused.extend(every[~fired].tolist())
+                which, pids = every[fired], pids[fired]
+            plist = pids.tolist()
+            seam = self.seam
+            if k:
+                for rec in opened:
+                    seam.inserted(rec)
+                seam.holders(plist[-k:], 1)
             seam.tick()
-            writer.write_one_each(recs, tokens, [0] * k)
-            for rec in recs:
+            recs = list(map(self.pages.records.__getitem__, plist))
+            toks = tokens if len(which) == len(tokens) and not k else _pick(tokens, which.tolist())
+            deque(map(list.append, map(_TOKENS, recs), toks), maxlen=0)
+            offsets = fill[which]
+            many = getattr(self.storage.data, "write_tokens_many", None)
+            if many is None:
+                for rec, offset, token in zip(recs, offsets.tolist(), toks, strict=True):
+                    self.storage.data.write_tokens(rec.gpu_slot, rec.depth, offset, (token,))
+            else:
+                many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=len(recs)), self.store.vecs[DEPTH][pids],
+                     offsets, np.asarray(toks, dtype=np.uint64))
+            for rec in opened:
                 rec.meta.tokens = 1
-            seam.accessed(pids)
+            seam.accessed(plist)
 
-        writer.transaction(events, after)
+        if k:
+            writer.transaction(events, after)
+        else:  # each firing on its own, nothing to undo
+            events([])
+            after([])
+        return refused
 
     def seal_many(self, readers: list[ReaderRecord], tokens: list[int]) -> None:
         """Each reader's filling page takes its last token: ``seal`` (one batch over the readers), the
@@ -181,9 +195,15 @@ class DecodeStep:
             fire(event, rid, pid)
 
 
+class _OpenRefused(MorphcacheError):
+    """An opening sequence's first token was refused (the step's opens then go one by one)."""
+
+
 def _pick(items: list[Any], idx: list[int]) -> list[Any]:
     """``[items[i] for i in idx]`` in one C-level call."""
-    return [items[idx[0]]] if len(idx) == 1 else list(itemgetter(*idx)(items))
+    if len(idx) <= 1:
+        return [items[i] for i in idx]
+    return list(itemgetter(*idx)(items))
 
 
 def _restore_slide(reader: ReaderRecord, value: int) -> Callable[[], None]:
