@@ -1,5 +1,4 @@
-"""A decode step: one token for each of many sequences, written by kind, each kind in one transaction of
-batched spec events.
+"""A decode step: one token for each of many sequences, written by kind, in batched spec events.
 
 Token and page arithmetic (C = page size, a sequence's next token lands at ``frontier``)::
 
@@ -10,15 +9,17 @@ Token and page arithmetic (C = page size, a sequence's next token lands at ``fro
     after                      bytes written, policy told;    sealed pages hashed into the index,
                                                               compressed, indexed, admitted
 
-    plain    one batch of ``append`` over the sequences, each firing on its own (a refused one is
-             left to the one-by-one path); the bytes in one data-plane call
     opens    fresh page ids, records and slots; ``open`` as one batch over the readers (one page
-             each), then ``append``: all of them or none
-    seals    ``seal`` as one batch, the chain hashes, the slides: all of them or none; after the
-             commit the morphology proposals, event by event over the sealed pages
+             each), all or none
+    appends  one batch of ``append`` over the plain and the opening sequences, each firing on its
+             own (a plain one refused is left to the one-by-one path; an opening one refused undoes
+             the opens: one transaction); the bytes in one data-plane call
+    seals    ``seal`` as one batch, the chain hashes, the slides: one transaction, all or none; after
+             the commit the morphology proposals, event by event over the sealed pages
 
 A kind refused as a whole (a guard, a full GPU pool) goes one by one through ``Sequences.append``,
-which reports each sequence's own refusal; so do sequences at their ``max_sequence_tokens``.
+which reports each sequence's own refusal; so do sequences at their ``max_sequence_tokens``.  A batch
+shorter than the vector backend takes fires each event alone, as the pipeline would.
 """
 
 from __future__ import annotations
