@@ -183,7 +183,6 @@ class DecodeStep:
 
         writer.transaction(events, after)
 
-
     def fire_all(self, event: str, rids: list[int], pids: list[int]) -> None:
         """Fire ``event`` for each reader on its page (distinct pages), inside the caller's transaction:
         one batch for the vector backend, or, a batch too short for it, each firing alone (as the
