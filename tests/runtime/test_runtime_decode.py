@@ -130,9 +130,9 @@ def test_append_batch_matches_one_by_one(make_manager: Callable[..., CacheManage
         # kind refused as a whole, or a longer run, comes after the batched kinds (not before)
         if got is None and all(len(t) == 1 for t in batch.values()):
             assert windows(b) <= windows(a), i
-        for key in a:
-            if key not in ("refused", "fired", "pages"):  # a firing the vector backend refused on its own is
-                assert a[key] == b[key], (i, key)        # not a single refusal
+        for key in a:  # "refused": a firing the vector backend refused on its own is not a single refusal
+            if key not in ("refused", "fired", "pages"):
+                assert a[key] == b[key], (i, key)
         for m in (batched, single):  # every window the spec now lets slide, on both
             for sid in seqs:
                 m.slide(sid)
