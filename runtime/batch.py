@@ -67,7 +67,7 @@ class VectorFiring:
         """Decide and apply the batch; returns the mask of firings that fired."""
         pipe, ev, plan = self.pipe, self.ev, self.plan
         if (not self.distinct and plan.shape != "repeat" and len(np.unique(self.p)) != self.count) \
-                or (plan.shape == "many" and len(np.unique(self.r)) != self.count) \
+                or (plan.shape == "many" and not self.distinct and len(np.unique(self.r)) != self.count) \
                 or (not atomic and not plan.independent):
             return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
         if plan.ends and not pipe.recorder.enabled:
@@ -84,7 +84,9 @@ class VectorFiring:
         if repeat:
             ok = np.full(self.count, pipe.owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:
-            ok = np.isin(self._owner_codes(), np.fromiter(pipe.sources[ev.name], dtype=np.int64))
+            sources = pipe.sources[ev.name]
+            ok = self._owner_codes() == next(iter(sources)) if len(sources) == 1 else \
+                np.isin(self._owner_codes(), np.fromiter(sources, dtype=np.int64))
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
             if klass == ONCE or (repeat and klass == PRE):
                 first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)

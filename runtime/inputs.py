@@ -45,6 +45,19 @@ def check_tokens(tokens: object, what: str = "tokens") -> Sequence[int]:
     raise BadInputError(f"{what} cannot be read as 64-bit token ids")
 
 
+def one_token_each(seq_ids: list[Any], tokens: list[Any]) -> list[int] | None:
+    """The token of each of ``tokens`` when every one is a list of exactly one integer in [0, 2**64) and
+    every sequence id a non-empty str (a decode step), checked in a few passes that run in C (the
+    array conversion checks the integers as ``check_tokens`` does); None when any is otherwise (then
+    check each with ``check_seq_id`` and ``check_tokens``)."""
+    if not tokens or set(map(type, tokens)) != {list} or set(map(type, seq_ids)) != {str} or "" in seq_ids:
+        return None
+    try:
+        return array("Q", [t for (t,) in tokens]).tolist()
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -19,7 +19,7 @@ from morphcache.spec.model import Spec
 
 from .config import RuntimeConfig
 from .errors import BadInputError
-from .inputs import MAX_TOKEN, check_device, check_items, check_limit, check_seq_id, check_timeout, check_tokens
+from .inputs import check_device, check_items, check_limit, check_seq_id, check_timeout, check_tokens, one_token_each
 from .integrity import check_integrity
 from .lease import Lease, ReadView
 from .metrics import MetricsSnapshot
@@ -88,16 +88,15 @@ class CacheManager:
         refusal for one does not stop the others; the first refusal is raised at the end."""
         if not isinstance(items, Mapping):
             raise BadInputError(f"items must map sequence ids to tokens, got {type(items).__name__}")
-        checked: list[tuple[str, Seq[int]]] = []
-        for sid, toks in items.items():
-            if toks.__class__ is list and len(toks) == 1 and toks[0].__class__ is int and 0 <= toks[0] <= MAX_TOKEN:
-                checked.append((sid, toks))
-            else:
-                checked.append((check_seq_id(sid), check_tokens(toks)))
+        names: list[str] = list(items)
+        tokens: list[Seq[int]] = list(items.values())
+        single = one_token_each(names, tokens)
+        if single is None:
+            names = [check_seq_id(sid) for sid in names]
+            tokens = [check_tokens(toks) for toks in tokens]
         with self.lock:
-            readers = self.parts.readers
-            recs = readers.sequence_many([sid for sid, _ in checked])
-            errors = self.parts.sequences.append_many(list(zip(recs, (toks for _, toks in checked), strict=True)))
+            recs = self.parts.readers.sequence_many(names)
+            errors = self.parts.sequences.append_many(recs, tokens, single)
         if errors:
             raise errors[0]
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import pipeline
 from .binding import COMPRESSED, POOL, WINDOW
 from .collect import Collector
 from .config import RuntimeConfig
@@ -94,6 +95,34 @@ class Morphology:
             self.admit(pid)
         if self.config.release_tails and pipe.allowed("release_tail", None, pid):
             pipe.fire("release_tail", None, pid)
+
+    def maintain_many(self, pids: list[int]) -> None:
+        """``maintain`` for many sealed pages (a decode step's), each proposal an event over them: the
+        pages the spec allows it for fire as one batch."""
+        data, records = self.storage.data, self.pages.records
+        begun = self._propose("begin_compress", pids)
+        for pid in begun:
+            data.compress(records[pid].gpu_slot)
+        self._propose("finish_compress", pids)
+        self._propose("build_index", [pid for pid in pids if self._stale_index(pid)])
+        if self.config.auto_admit:
+            for pid in pids:
+                if self.store.page(POOL, pid) != self._pooled:
+                    self.admit(pid)
+        if self.config.release_tails:
+            self._propose("release_tail", pids)
+
+    def _propose(self, event: str, pids: list[int]) -> list[int]:
+        """Fire ``event`` on those of ``pids`` the spec allows it for (one batch, or each alone when the
+        batch is too short for the vector backend); returns them."""
+        pipe = self.pipe
+        ok = [pid for pid in pids if pipe.allowed(event, None, pid)]
+        if len(ok) >= pipeline.VECTOR_FROM:
+            pipe.fire_batch(event, None, np.fromiter(ok, dtype=np.int64, count=len(ok)), distinct=True)
+        else:
+            for pid in ok:
+                pipe.fire(event, None, pid)
+        return ok
 
     def _stale_index(self, pid: int) -> bool:
         store = self.store

@@ -75,11 +75,12 @@ class PageWriter:
         """Register what undoes a change made outside the state store in the current transaction."""
         self._undo.append(fn)
 
-    def write_one_each(self, recs: list[PageRecord], tokens: list[int]) -> None:
-        """Each page of ``recs`` takes one more token: records and the data plane (in one call when the
-        store can)."""
+    def write_one_each(self, recs: list[PageRecord], tokens: list[int], offsets: list[int] | None = None) -> None:
+        """Each page of ``recs`` takes one more token (at ``offsets``, its token count, when given): records
+        and the data plane (in one call when the store can)."""
         lists = list(map(_TOKENS, recs))
-        offsets = list(map(len, lists))
+        if offsets is None:
+            offsets = list(map(len, lists))
         deque(map(list.append, lists, tokens), maxlen=0)
         many = getattr(self.storage.data, "write_tokens_many", None)
         if many is not None and len(recs) > 4:
@@ -105,8 +106,10 @@ class PageWriter:
                     f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
                     "(pinned, being written, captured, in flight or protected)")
 
-    def transaction(self, events: Callable[[list[Pending]], Any]) -> None:
-        """Run ``events`` in one transaction; on success write the bytes and process sealed pages."""
+    def transaction(self, events: Callable[[list[Pending]], Any],
+                    after: Callable[[list[Pending]], Any] | None = None) -> None:
+        """Run ``events`` in one transaction; on success write the bytes and process sealed pages (``after``
+        in place of ``written`` when given)."""
         pipe = self.pipe
         pending: list[Pending] = []
         undo: list[Callable[[], None]] = []
@@ -120,7 +123,7 @@ class PageWriter:
                 fn()
             raise
         pipe.commit()
-        self.written(pending)
+        (after or self.written)(pending)
 
     def events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
                 pending: list[Pending]) -> None:
@@ -145,8 +148,7 @@ class PageWriter:
             rec = self.pages.records[pid]
             chunk = tokens[i:i + take]
             if fill + take == c:  # sealed: the chain hash the next page's open needs
-                rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
-                self.undo(_setter(rec, "hash", None))
+                self.seal_hash(rec, chunk)
                 if self.config.auto_slide:  # windows W tokens behind the frontier the seal reached
                     self.undo(_setter(reader, "slide_next", reader.slide_next))
                     self.morph.auto_slide(reader)
@@ -154,8 +156,20 @@ class PageWriter:
             i += take
             pos += take
 
+    def seal_hash(self, rec: PageRecord, chunk: Sequence[int]) -> None:
+        """Set the chain hash of ``rec``, sealed by its last tokens ``chunk`` (inside a transaction)."""
+        rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
+        self.undo(_setter(rec, "hash", None))
+
     def open(self, reader: ReaderRecord) -> int:
         """Take a fresh page id and GPU slot for the reader's next block and fire ``open``."""
+        rec = self.fresh(reader)
+        self.pipe.fire("open", reader.rid, rec.pid)
+        self.link(reader, rec)
+        return rec.pid
+
+    def fresh(self, reader: ReaderRecord) -> PageRecord:
+        """A fresh page id, its record and a GPU slot for the reader's next block (inside a transaction)."""
         block = reader.block
         parent = block[-1] if block else -1
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
@@ -168,12 +182,15 @@ class PageWriter:
         self.undo(lambda: _none(self.pages.remove(pid)))
         self.storage.place(rec, self.storage.slots.take(pid), 0)
         self.undo(lambda: self.storage.free_slot(rec))
-        self.pipe.fire("open", reader.rid, pid)
+        return rec
+
+    def link(self, reader: ReaderRecord, rec: PageRecord) -> None:
+        """The opened page ends the reader's block table and continues its parent in the index."""
+        block, pid, parent_hash = reader.block, rec.pid, rec.parent_hash
         block.append(pid)
         self.undo(lambda: _none(block.pop()))
         self.index.add_child(parent_hash, pid, rec.tokens)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
-        return pid
 
     def written(self, pending: list[Pending]) -> None:
         """After commit: bytes to the data plane, tokens to the records, sealed pages processed."""
@@ -195,15 +212,30 @@ class PageWriter:
                 self.sealed(rec)
 
     def sealed(self, rec: PageRecord) -> None:
+        """A page took its last token (committed): its hash into the index, morphology proposed."""
+        self._index_sealed(rec)
+        if self.config.auto_compress:
+            self.morph.maintain(rec.pid)
+        elif self.config.auto_admit:
+            self.morph.admit(rec.pid)
+
+    def sealed_many(self, recs: list[PageRecord]) -> None:
+        """``sealed`` for many pages, the morphology proposed event by event over them."""
+        for rec in recs:
+            self._index_sealed(rec)
+        pids = list(map(_PID, recs))
+        if self.config.auto_compress:
+            self.morph.maintain_many(pids)
+        elif self.config.auto_admit:
+            for pid in pids:
+                self.morph.admit(pid)
+
+    def _index_sealed(self, rec: PageRecord) -> None:
         assert rec.hash is not None
         rec.meta.hash = rec.hash
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
         self.index.add_sealed(rec.hash, rec.pid)
         self.seam.updated(rec)
-        if self.config.auto_compress:
-            self.morph.maintain(rec.pid)
-        elif self.config.auto_admit:
-            self.morph.admit(rec.pid)
 
 
 def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
@@ -215,3 +247,4 @@ def _none(_: object) -> None:
 
 
 _TOKENS, _SLOT, _DEPTH = attrgetter("tokens"), attrgetter("gpu_slot"), attrgetter("meta.depth")
+_PID = attrgetter("pid")

@@ -304,7 +304,8 @@ class Pipeline:
         per firing, ``p`` one page per firing (distinct).  ``atomic``: all fire or none (the first
         refusal is raised); else each firing is decided on its own and the mask of those that fired is
         returned (the firings must then be independent: distinct readers and pages).  ``distinct``: the
-        caller knows the pages are distinct (a lease's), so the batch need not check."""
+        caller knows the pages are distinct (a lease's), and so are the readers when there is one per
+        firing (a decode step's), so the batch need not check."""
         ev = self.cspec.events.get(name)
         if ev is None:
             raise ConfigError(f"the spec has no event '{name}'")

@@ -22,11 +22,12 @@ import numpy as np
 from .binding import LPIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
+from .decode import DecodeStep
 from .errors import BadInputError, DuplicateSequenceError, MorphcacheError
 from .index import PrefixIndex
 from .lease import Lease
 from .morphology import Morphology
-from .pages import PageDirectory, PageRecord
+from .pages import PageDirectory
 from .pagewriter import PageWriter, Pending, Spans, token_types
 from .pipeline import Pipeline
 from .readers import ReaderRecord, ReaderTable
@@ -49,6 +50,7 @@ class Sequences:
         self._sealed_codes = np.array([codes[TAIL]["sealed"], codes[TAIL]["released"]], dtype=np.int64)
         self._pooled = codes[POOL]["pooled"]
         self.writer = PageWriter(pipe, pages, readers, index, storage, tiers, morph, seam, config)
+        self.step = DecodeStep(pipe, pages, storage, self.writer, morph, seam, config)
 
     def frontier(self, reader: ReaderRecord) -> int:
         """Tokens in the reader's sequence."""
@@ -113,49 +115,29 @@ class Sequences:
         self.writer.transaction(lambda pending: self.writer.events(reader, start, tokens, kinds, pending))
         return self.frontier(reader)
 
-    def append_many(self, items: list[tuple[ReaderRecord, Sequence[int]]]) -> list[MorphcacheError]:
-        """One token (or more) for each of many sequences: a decode step.  Single tokens that neither
-        open nor seal a page fire as one vector batch of ``append`` and are written to the data plane
-        in one call; the rest go one by one.  Returns the refusals (each sequence on its own)."""
-        simple_r: list[int] = []
-        simple_p: list[int] = []
-        simple_t: list[int] = []
-        simple_rec: list[PageRecord] = []
-        rest: list[tuple[ReaderRecord, Sequence[int]]] = []
-        records, last = self.pages.records, self.C - 1
-        limit = self.config.max_sequence_tokens
-        frontier = self.store.rcols["frontier"]
-        for reader, toks in items:
-            block = reader.block
-            if len(toks) == 1 and block:
-                rec = records[block[-1]]
-                if len(rec.tokens) < last and frontier[reader.rid] < limit:
-                    simple_r.append(reader.rid)
-                    simple_p.append(rec.pid)
-                    simple_t.append(toks[0])
-                    simple_rec.append(rec)
-                    continue
-            rest.append((reader, toks))
-        errors: list[MorphcacheError] = []
-        if simple_r:
-            n = len(simple_r)
-            pids = np.fromiter(simple_p, dtype=np.int64, count=n)
-            fired = self.pipe.fire_batch("append", np.fromiter(simple_r, dtype=np.int64, count=n), pids, atomic=False)
-            ok = fired.tolist()
-            if all(ok):
-                recs, toks_ = simple_rec, simple_t
-            else:
-                recs = [rec for rec, f in zip(simple_rec, ok, strict=True) if f]
-                toks_ = [t for t, f in zip(simple_t, ok, strict=True) if f]
-                readers = self.readers.by_rid
-                rest += [(readers[r], [t]) for r, t, f in zip(simple_r, simple_t, ok, strict=True) if not f]
-            self.writer.write_one_each(recs, toks_)
-        for reader, toks in rest:
+    def append_many(self, readers: list[ReaderRecord], tokens: list[Sequence[int]],
+                    single: list[int] | None = None) -> list[MorphcacheError]:
+        """``append`` for each of many distinct sequences: a decode step.  Single tokens are written by
+        kind, each kind in one transaction of batched events: those that neither open nor seal a page
+        (one vector batch of ``append``, each firing on its own), those that open one (``open`` then
+        ``append``), those that seal one (``seal``, slides, then the sealed pages' morphology); a kind
+        refused as a whole goes one by one, as do longer runs of tokens.  ``single``: the token of each
+        sequence, when the caller knows every one appends exactly one.  Returns the refusals (each
+        sequence on its own), in the order of ``readers``."""
+        if single is None:
+            one = [i for i, toks in enumerate(tokens) if len(toks) == 1]
+            later = [i for i, toks in enumerate(tokens) if len(toks) != 1]
+            if one:
+                later += [one[i] for i in self.step.run([readers[i] for i in one], [int(tokens[i][0]) for i in one])]
+        else:
+            later = self.step.run(readers, single)
+        errors: list[tuple[int, MorphcacheError]] = []
+        for i in sorted(later):
             try:
-                self.append(reader, toks)
+                self.append(readers[i], tokens[i])
             except MorphcacheError as exc:
-                errors.append(exc)
-        return errors
+                errors.append((i, exc))
+        return [exc for _, exc in errors]
 
     # -- attach -----------------------------------------------------------------------------------
     def attach(self, reader: ReaderRecord, lease: Lease, types: Spans = None) -> int:
@@ -214,4 +196,3 @@ class Sequences:
     def slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for every live window of the sequence; how many slid."""
         return self.morph.slide(reader)
-

@@ -1,0 +1,216 @@
+"""A decode step: one token for each of many sequences, written by kind, in batched spec events.
+
+Token and page arithmetic (C = page size, a sequence's next token lands at ``frontier``)::
+
+    fill = frontier % C        0            1 .. C-2          C-1
+    kind                       opens        plain             seals
+    events                     open(r, p)   append(r, p)      seal(r, p), then slide proposals
+                               append(r, p)                   for the windows the seal left behind
+    after                      bytes written, policy told;    sealed pages hashed into the index,
+                                                              compressed, indexed, admitted
+
+    opens    fresh page ids, records and slots; ``open`` as one batch over the readers (one page
+             each), all or none
+    appends  one batch of ``append`` over the plain and the opening sequences, each firing on its
+             own (a plain one refused is left to the one-by-one path; an opening one refused undoes
+             the opens: one transaction); the bytes in one data-plane call
+    seals    ``seal`` as one batch, the chain hashes, the slides: one transaction, all or none; after
+             the commit the morphology proposals, event by event over the sealed pages
+
+A kind refused as a whole (a guard, a full GPU pool) goes one by one through ``Sequences.append``,
+which reports each sequence's own refusal; so do sequences at their ``max_sequence_tokens``.  A batch
+shorter than the vector backend takes fires each event alone, as the pipeline would.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import numpy as np
+
+from . import pipeline
+from .binding import DEPTH, FRONTIER
+from .config import RuntimeConfig
+from .errors import CapacityError, MorphcacheError
+from .morphology import Morphology
+from .pages import PageDirectory, PageRecord
+from .pagewriter import PageWriter, Pending
+from .pipeline import Pipeline
+from .readers import ReaderRecord
+from .seam import PolicySeam
+from .tiers import Storage
+
+
+class DecodeStep:
+    """Writes one token for each of many distinct sequences (see the module docstring)."""
+
+    def __init__(self, pipe: Pipeline, pages: PageDirectory, storage: Storage, writer: PageWriter,
+                 morph: Morphology, seam: PolicySeam, config: RuntimeConfig) -> None:
+        self.pipe, self.pages, self.storage, self.writer = pipe, pages, storage, writer
+        self.morph, self.seam, self.config = morph, seam, config
+        self.store = pipe.store
+        self.C = config.page_size
+
+    def run(self, readers: list[ReaderRecord], tokens: list[int]) -> list[int]:
+        """Write ``tokens[i]`` at the frontier of ``readers[i]`` (distinct readers) by kind; returns the
+        indices of the sequences left to append one by one."""
+        n, c = len(readers), self.C
+        rids = np.fromiter(map(_RID, readers), dtype=np.int64, count=n)
+        front = self.store.rvecs[FRONTIER][rids]
+        fill = front % c
+        room = front < self.config.max_sequence_tokens
+        full = bool(room.all())
+        later: list[int] = [] if full else np.flatnonzero(~room).tolist()
+        if c <= 1:  # every token opens and seals its page
+            return sorted(later + np.flatnonzero(room).tolist())
+        plain = (fill != 0) & (fill != c - 1)
+        if not full:
+            plain &= room
+        idx = np.flatnonzero(plain)
+        opens = np.flatnonzero((fill == 0) & room).tolist() if len(idx) < n else []
+        if opens:
+            try:
+                later += self.appends(readers, tokens, rids, fill, idx, opens)
+            except MorphcacheError:  # the opening sequences one by one, the others again
+                later += opens
+                opens = []
+        if len(idx) and not opens:
+            later += self.appends(readers, tokens, rids, fill, idx, [])
+        seals = np.flatnonzero((fill == c - 1) & room).tolist() if len(idx) < n else []
+        if seals:
+            try:
+                self.seal_many(_pick(readers, seals), _pick(tokens, seals))
+            except MorphcacheError:
+                later += seals
+        return later
+
+    def appends(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray, fill: np.ndarray,
+                idx: np.ndarray, opens: list[int]) -> list[int]:
+        """The sequences ``idx`` (each in the middle of a page) and ``opens`` (each at a page boundary)
+        take their token: a fresh page for each of ``opens`` (``open``, one batch over those readers, all
+        or none), then one batch of ``append`` over them all, each firing on its own; then records,
+        bytes and the policy.  Returns the sequences of ``idx`` the spec refused.  With ``opens``, one
+        transaction, and a MorphcacheError (nothing changed) when an open or an opening sequence's first
+        token is refused, or the GPU pool lacks a free slot for each page opened."""
+        writer, k = self.writer, len(opens)
+        if k and len(self.storage.slots.free_slots) < k:
+            raise CapacityError(f"GPU pool: {k} pages to open, {len(self.storage.slots.free_slots)} free slots")
+        sel = _pick(readers, idx.tolist()) if len(idx) < len(readers) else readers
+        plain_pids = list(map(_LAST, map(_BLOCK, sel)))
+        openers = _pick(readers, opens) if k else []
+        every = np.concatenate((idx, np.asarray(opens, dtype=np.int64))) if k else idx
+        opened: list[PageRecord] = []
+        decided: list[np.ndarray] = []
+
+        def events(pending: list[Pending]) -> None:
+            opened.extend(map(writer.fresh, openers))
+            opids = list(map(_PID, opened))
+            if k:
+                self.fire_all("open", list(map(_RID, openers)), opids)
+                deque(map(writer.link, openers, opened), maxlen=0)
+            plist = plain_pids + opids
+            pids = np.array(plist, dtype=np.int64)
+            fired = self.pipe.fire_batch("append", rids[every], pids, atomic=False,
+                                         distinct=len(set(plist)) == len(plist))
+            if k and not fired[len(idx):].all():
+                raise _OpenRefused("an opening sequence's first token was refused")
+            decided.extend((pids, fired))
+
+        refused: list[int] = []
+
+        def after(pending: list[Pending]) -> None:
+            pids, fired = decided
+            which = every
+            if not fired.all():  # plain appends the spec refused: left to the one-by-one path
+                refused.extend(every[~fired].tolist())
+                which, pids = every[fired], pids[fired]
+            plist = pids.tolist()
+            seam = self.seam
+            if k:
+                for rec in opened:
+                    seam.inserted(rec)
+                seam.holders(plist[-k:], 1)
+            seam.tick()
+            recs = list(map(self.pages.records.__getitem__, plist))
+            toks = tokens if len(which) == len(tokens) and not k else _pick(tokens, which.tolist())
+            deque(map(list.append, map(_TOKENS, recs), toks), maxlen=0)
+            offsets = fill[which]
+            many = getattr(self.storage.data, "write_tokens_many", None)
+            if many is None:
+                for rec, offset, token in zip(recs, offsets.tolist(), toks, strict=True):
+                    self.storage.data.write_tokens(rec.gpu_slot, rec.depth, offset, (token,))
+            else:
+                many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=len(recs)), self.store.vecs[DEPTH][pids],
+                     offsets, np.asarray(toks, dtype=np.uint64))
+            for rec in opened:
+                rec.meta.tokens = 1
+            seam.accessed(plist)
+
+        if k:
+            writer.transaction(events, after)
+        else:  # each firing on its own, nothing to undo
+            events([])
+            after([])
+        return refused
+
+    def seal_many(self, readers: list[ReaderRecord], tokens: list[int]) -> None:
+        """Each reader's filling page takes its last token: ``seal`` (one batch over the readers), the
+        chain hashes, the windows the seals left behind slid (proposals), in one transaction, all of
+        them or none; then the bytes, and the sealed pages' index entries and morphology."""
+        k, writer, morph, c = len(readers), self.writer, self.morph, self.C
+        pids = list(map(_LAST, map(_BLOCK, readers)))
+        recs = list(map(self.pages.records.__getitem__, pids))
+
+        def events(pending: list[Pending]) -> None:
+            self.fire_all("seal", list(map(_RID, readers)), pids)
+            for rec, token in zip(recs, tokens, strict=True):
+                writer.seal_hash(rec, (token,))
+            if self.config.auto_slide:  # windows W tokens behind the frontiers the seals reached
+                for reader in readers:
+                    writer.undo(_restore_slide(reader, reader.slide_next))
+                    morph.auto_slide(reader)
+
+        def after(pending: list[Pending]) -> None:
+            self.seam.tick()
+            writer.write_one_each(recs, tokens, [c - 1] * k)
+            for rec in recs:
+                rec.meta.tokens = c
+            self.seam.accessed(pids)
+            writer.sealed_many(recs)
+
+        writer.transaction(events, after)
+
+    def fire_all(self, event: str, rids: list[int], pids: list[int]) -> None:
+        """Fire ``event`` for each reader on its page (distinct pages), inside the caller's transaction:
+        one batch for the vector backend, or, a batch too short for it, each firing alone (as the
+        pipeline fires such a batch, without a transaction of its own)."""
+        if len(pids) >= pipeline.VECTOR_FROM:
+            self.pipe.fire_batch(event, np.array(rids, dtype=np.int64), np.array(pids, dtype=np.int64), distinct=True)
+            return
+        fire = self.pipe.fire
+        for rid, pid in zip(rids, pids, strict=True):
+            fire(event, rid, pid)
+
+
+class _OpenRefused(MorphcacheError):
+    """An opening sequence's first token was refused (the step's opens then go one by one)."""
+
+
+def _pick(items: list[Any], idx: list[int]) -> list[Any]:
+    """``[items[i] for i in idx]`` in one C-level call."""
+    if len(idx) <= 1:
+        return [items[i] for i in idx]
+    return list(itemgetter(*idx)(items))
+
+
+def _restore_slide(reader: ReaderRecord, value: int) -> Callable[[], None]:
+    def undo() -> None:
+        reader.slide_next = value
+    return undo
+
+
+_RID, _PID, _BLOCK, _LAST = attrgetter("rid"), attrgetter("pid"), attrgetter("block"), itemgetter(-1)
+_TOKENS, _SLOT = attrgetter("tokens"), attrgetter("gpu_slot")
