@@ -107,7 +107,8 @@ def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> FirePlan | Non
     for i, (eff, _kind, lo, hi) in enumerate(effects):
         scope[f"f{i}"], scope[f"e{i}"], scope[f"lo{i}"], scope[f"hi{i}"] = eff.fn, eff, lo, hi
         body.append(f"v{i} = f{i}(n, a)")
-        test = " or ".join(([f"v{i} < lo{i}"] if lo is not None else []) + ([f"v{i} > hi{i}"] if hi is not None else []))
+        test = " or ".join(([f"v{i} < lo{i}"] if lo is not None else [])
+                           + ([f"v{i} > hi{i}"] if hi is not None else []))
         if test:
             body.append(f"if {test}: bounds(ev, e{i}, v{i}, r, p, n)")
     body += ["rec = recorder.enabled", "if rec: before = recorder.before(ev, r, p, n)"]
