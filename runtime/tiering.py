@@ -81,12 +81,14 @@ class TierMover:
         if victim is None:
             return False
         if host and self.pipe.allowed("offload", None, victim):
+            self.hold_one(victim)
             try:
-                with self.holding(victim):
-                    self._offload(victim, "host", protect, checked=True)
+                self._offload(victim, "host", protect, checked=True)
                 return True
             except (GuardRefused, CapacityError, TierError):
                 pass
+            finally:
+                self.release_held((victim,))
         if self.pipe.allowed("drop", None, victim):
             self.drop(victim)
             return True
@@ -107,6 +109,13 @@ class TierMover:
             yield
         finally:
             self.release_held(held)
+
+    def hold_one(self, pid: int) -> None:
+        """``holding`` without the block: hold ``pid`` until ``release_held((pid,))``."""
+        self.busy.hold((pid,))
+        disk = self.storage.disk
+        if disk is not None and disk.leftovers:
+            self.metrics.extra["disk_leftover_files"] = disk.sweep()
 
     def release_held(self, held: Iterable[int]) -> None:
         """End a hold of ``held``; collect the pages a ``collect`` found held and nothing holds now."""
@@ -224,8 +233,11 @@ class TierMover:
             if victim is None:
                 raise CapacityError(f"host tier full ({host.capacity} pages), nothing can leave it")
             if disk is not None and self.pipe.allowed("spill", None, victim):
-                with self.holding(victim):
+                self.hold_one(victim)
+                try:
                     self._spill(victim, protect, checked=True)
+                finally:
+                    self.release_held((victim,))
             else:
                 self.drop(victim)
 
