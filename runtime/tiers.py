@@ -87,6 +87,18 @@ class HostTier:
         with self._lock:
             self.data[pid] = data
 
+    def temp_file(self, pid: int) -> tuple[int, str]:
+        """A new empty file beside the page's, open for writing: its descriptor and path.  The directory
+        is this manager's alone (locked), so one name per page is enough; a stale one (an interrupted
+        write) is replaced."""
+        tmp = f"{self.dir}/.page-{pid}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            os.unlink(tmp)
+            return os.open(tmp, flags, 0o600), tmp
+
     def get(self, pid: int) -> bytes | None:
         """The stored payload, None if absent."""
         with self._lock:
@@ -170,7 +182,7 @@ class DiskTier:
             raise CapacityError(f"disk tier full ({self.capacity} pages)")
         target = self.path(pid)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".page-{pid}-", suffix=".tmp", dir=self.dir)
+            fd, tmp = self.temp_file(pid)
             try:
                 try:
                     body = memoryview(_HEADER.pack(_MAGIC, len(data), check) + data)
@@ -188,6 +200,18 @@ class DiskTier:
         except OSError as exc:
             raise TierError(f"cannot write page {pid} to {str(target)!r}: {exc.strerror or exc}") from None
         self.pages.add(pid)
+
+    def temp_file(self, pid: int) -> tuple[int, str]:
+        """A new empty file beside the page's, open for writing: its descriptor and path.  The directory
+        is this manager's alone (locked), so one name per page is enough; a stale one (an interrupted
+        write) is replaced."""
+        tmp = f"{self.dir}/.page-{pid}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            os.unlink(tmp)
+            return os.open(tmp, flags, 0o600), tmp
 
     def get(self, pid: int) -> bytes | None:
         """The payload bytes found in the file (header stripped), None if the file is missing.
