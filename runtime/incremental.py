@@ -19,7 +19,8 @@ proved pointwise with Z3 by preserve.py), or the failing ones and its own page w
 other page's (``keep_other``).
 
 A rollback (journal restore, no events) forgets everything tracked.  ``check_integrity`` compares
-every tracked value with a fresh evaluation.
+every tracked value with a fresh evaluation.  This module is longer than most: the upkeep after a
+batch and after one firing (the common case, without the batch's grouping) read best side by side.
 """
 
 from __future__ import annotations

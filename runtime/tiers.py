@@ -92,12 +92,11 @@ class HostTier:
         is this manager's alone (locked), so one name per page is enough; a stale one (an interrupted
         write) is replaced."""
         tmp = f"{self.dir}/.page-{pid}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         try:
-            return os.open(tmp, flags, 0o600), tmp
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
         except FileExistsError:
             os.unlink(tmp)
-            return os.open(tmp, flags, 0o600), tmp
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
 
     def get(self, pid: int) -> bytes | None:
         """The stored payload, None if absent."""
@@ -164,9 +163,7 @@ class DiskTier:
 
     def path(self, pid: int) -> Path:
         """The file of page ``pid``."""
-        found = self._paths.get(pid)
-        if found is None:
-            found = self._paths[pid] = self.dir / f"page-{pid}.kv"
+        found = self._paths.get(pid) or self._paths.setdefault(pid, self.dir / f"page-{pid}.kv")
         return found
 
     def _dir_fd(self) -> int:
@@ -206,12 +203,11 @@ class DiskTier:
         is this manager's alone (locked), so one name per page is enough; a stale one (an interrupted
         write) is replaced."""
         tmp = f"{self.dir}/.page-{pid}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         try:
-            return os.open(tmp, flags, 0o600), tmp
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
         except FileExistsError:
             os.unlink(tmp)
-            return os.open(tmp, flags, 0o600), tmp
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
 
     def get(self, pid: int) -> bytes | None:
         """The payload bytes found in the file (header stripped), None if the file is missing.
