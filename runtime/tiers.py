@@ -87,17 +87,6 @@ class HostTier:
         with self._lock:
             self.data[pid] = data
 
-    def temp_file(self, pid: int) -> tuple[int, str]:
-        """A new empty file beside the page's, open for writing: its descriptor and path.  The directory
-        is this manager's alone (locked), so one name per page is enough; a stale one (an interrupted
-        write) is replaced."""
-        tmp = f"{self.dir}/.page-{pid}.tmp"
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
-        except FileExistsError:
-            os.unlink(tmp)
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
-
     def get(self, pid: int) -> bytes | None:
         """The stored payload, None if absent."""
         with self._lock:
