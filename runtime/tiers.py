@@ -110,7 +110,7 @@ class DiskTier:
         self.leftovers: set[Path] = set()  # files of pages no longer on disk that could not be deleted
         self._lock = -1
         self._dfd = -1
-        self._paths: dict[int, Path] = {}  # page id -> its file's path (ids are reused: bounded by the id space)
+        self._prefix = f"{self.dir}/page-"  # + "<id>.kv": a page's file, as a string (no Path object kept)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".probe-", dir=self.dir)
@@ -152,8 +152,7 @@ class DiskTier:
 
     def path(self, pid: int) -> Path:
         """The file of page ``pid``."""
-        found = self._paths.get(pid) or self._paths.setdefault(pid, self.dir / f"page-{pid}.kv")
-        return found
+        return Path(f"{self._prefix}{pid}.kv")
 
     def _dir_fd(self) -> int:
         """The directory, open for the fsync that makes a rename durable (opened once)."""
@@ -166,7 +165,7 @@ class DiskTier:
         the caller frees a page right after (a spill writes before it drops its victim)."""
         if pid not in self.pages and len(self.pages) >= self.capacity + (1 if over else 0):
             raise CapacityError(f"disk tier full ({self.capacity} pages)")
-        target = self.path(pid)
+        target = f"{self._prefix}{pid}.kv"
         try:
             fd, tmp = self.temp_file(pid)
             try:
@@ -184,7 +183,7 @@ class DiskTier:
                 raise
             os.fsync(self._dir_fd())
         except OSError as exc:
-            raise TierError(f"cannot write page {pid} to {str(target)!r}: {exc.strerror or exc}") from None
+            raise TierError(f"cannot write page {pid} to {target!r}: {exc.strerror or exc}") from None
         self.pages.add(pid)
 
     def temp_file(self, pid: int) -> tuple[int, str]:
@@ -205,7 +204,8 @@ class DiskTier:
         the caller's checksum comparison rejects them.
         """
         try:
-            raw = self.path(pid).read_bytes()
+            with open(f"{self._prefix}{pid}.kv", "rb") as f:
+                raw = f.read()
         except OSError:
             return None
         if len(raw) < _HEADER.size:
