@@ -248,9 +248,11 @@ class Incremental:
         self.names["r"], self.names["p"] = saved_r, saved_p
 
     def _after_one(self, actions: list[tuple[Tracked, str, bool, bool]], r: int | None, p: int) -> None:
-        """``after`` for one firing (reader ``r``, page ``p``): the same rechecks, page by page."""
+        """``after`` for one firing (reader ``r``, page ``p``): the same rechecks, page by page, each
+        (reduction, reader, page) once (nothing changes between them)."""
         n = self.names
         saved_r, saved_p = n.get("r"), n.get("p")
+        done: set[tuple[str, int]] = set()
         for t, kind, keep_all, keep_other in actions:
             fails = t.fails
             if not fails:
@@ -265,17 +267,17 @@ class Incremental:
                 if kind == "page":
                     for rid in list(t.failing):
                         if p in fails[rid]:
-                            self._recheck(t, rid, p)
+                            self._recheck_once(t, rid, p, done)
                 elif r in t.failing:
                     if kind == "reader":
                         self._recheck_many(t, r, list(fails[r]))  # type: ignore[index]
                     elif p in fails[r]:  # type: ignore[index]
-                        self._recheck(t, r, p)  # type: ignore[arg-type]
+                        self._recheck_once(t, r, p, done)  # type: ignore[arg-type]
                 continue
             if kind == "page":
                 for holder in self.store.readers_at(t.domain_vars, p):
                     if holder in fails:
-                        self._recheck(t, holder, p)
+                        self._recheck_once(t, holder, p, done)
             elif r in fails:
                 assert r is not None
                 if kind == "reader":
@@ -285,8 +287,13 @@ class Incremental:
                         continue
                     self._recheck_many(t, r, list(dict.fromkeys([*fails[r], p])))
                 else:
-                    self._recheck(t, r, p)
+                    self._recheck_once(t, r, p, done)
         n["r"], n["p"] = saved_r, saved_p
+
+    def _recheck_once(self, t: Tracked, rid: int, p: int, done: set[tuple[str, int]]) -> None:
+        if (t.name, rid) not in done:
+            done.add((t.name, rid))
+            self._recheck(t, rid, p)
 
     def _recheck_failing(self, t: Tracked, kind: str, by_reader: dict[Any, list[int]], ps: list[int]) -> None:
         """After an event that keeps every true body true: recheck the failing pages it touched."""

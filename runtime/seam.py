@@ -106,8 +106,9 @@ class PolicySeam:
         """The first proposal for ``decision`` that is in that tier, not protected, not in flight, and
         that the spec lets leave by one of ``events``; None when the policy has no acceptable page."""
         tier = decision if decision in ("host", "disk") else ("gpu" if decision == "gpu" else None)
+        find, allowed, first, rest = self.pages.find, self.pipe.allowed, events[0], events[1:]
         for pid in self.policy.propose(decision):
-            rec = self.pages.find(pid)
+            rec = find(pid)
             if rec is None:
                 reason = "unknown page"
             elif (tier is not None and rec.meta.tier != tier) or (decision == "pool" and not rec.meta.pooled):
@@ -116,7 +117,7 @@ class PolicySeam:
                 reason = "protected"  # the operation that needs the room uses it
             elif self.busy(pid):
                 reason = "in flight"
-            elif not any(self.pipe.allowed(ev, None, pid) for ev in events):
+            elif not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 reason = f"spec refuses {' and '.join(events)}"
             else:
                 self.victims[decision] += 1
