@@ -11,14 +11,16 @@ and compiling it, so that one firing is one call with straight-line code::
                   n['r'] = r; n['p'] = p                          bind
                   s = cols['tier'][p]                             1. source
                   if s not in SOURCES: raise source(ev, r, p, s)
-                  if not guard(n, a): raise refused(ev, r, p, n)  2. guard (the compiled guard)
-                  v0 = f0(n, a)                                   3. effects on the pre-state
+                  if not ((a['pin'][p] == 0) and ...):            2. guard (its conjuncts' source)
+                      raise refused(ev, r, p, n)
+                  v0 = (a['gen'][p] + 1)                          3. effects on the pre-state
                   if v0 < 0: bounds(ev, e0, v0, r, p, n)          4. bounds (folded)
                   ... owner := target, then every effect, journaled, watchers told   5. apply
                   fired['drop'] += 1                              counted (undone with a rollback)
 
-Every stage of the pipeline is there, in its order, with the same compiled expressions, journal
-entries, watcher calls and refusals; recording and the strict step checks are part of the plan too.
+Every stage of the pipeline is there, in its order, with the same expressions (their generated
+source inlined, reading ``r`` and ``p`` from the arguments), journal entries, watcher calls and
+refusals; recording and the strict step checks are part of the plan too.
 An event the plan does not cover (a '*' effect) keeps the general code.  A plan reads the watchers
 when it is built: ``Pipeline.watch`` drops the plans built so far.
 """
@@ -28,10 +30,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from morphcache.spec.pycode import source
+
 from .compiler import CompiledEvent
 
 FirePlan = Callable[[Any, Any, Any, Any], None]
 AllowPlan = Callable[[Any, Any], bool]
+
+
+def _ids(n: Any, domain: str, bound: dict[str, Any] | None = None) -> Any:
+    """The ids a reduction in an inlined expression ranges over (as the generated expressions' own)."""
+    ids = n[domain]
+    if callable(ids):
+        ids = ids({**n, **bound} if bound else n)
+    return range(ids) if isinstance(ids, int) else ids
+
+
+def _inline(e: Any) -> str:
+    """The generated source of a compiled expression, reading the event's reader and page from the
+    plan's arguments (the names hold the same values: the plan bound them first)."""
+    return source(e).replace("n['r']", "r").replace("n['p']", "p")
+
+
+def _guard(ev: CompiledEvent) -> str:
+    """The event's guard inlined: its conjuncts, in order, short-circuiting as the compiled guard."""
+    return " and ".join(f"({_inline(c.expr)})" for c in ev.conjuncts) or "True"
 
 
 class PlanContext:
@@ -50,7 +73,7 @@ class PlanContext:
             "set_rp": store.set_rp, "rp_value": store.rp_value, "names": names, "bind": names.bind,
             "inc_value": names.inc.value, "inc_after": names.inc.after, "ev": ev, "guard": ev.guard,
             "SOURCES": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
-            "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe,
+            "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": _ids,
         }
 
 
@@ -101,12 +124,12 @@ def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> FirePlan | Non
     scope = ctx.scope(ev)
     body = _bind_lines(pipe, ev, True)
     body += [f"s = {_owner_read(ev)}", "if s not in SOURCES: raise refusals.source(ev, r, p, s)",
-             "if not guard(n, a): raise refusals.guard(ev, r, p, n)"]
+             f"if not ({_guard(ev)}): raise refusals.guard(ev, r, p, n)"]
     if pipe.strict:
         body.append("steps(ev, r, p, n)")
     for i, (eff, _kind, lo, hi) in enumerate(effects):
         scope[f"f{i}"], scope[f"e{i}"], scope[f"lo{i}"], scope[f"hi{i}"] = eff.fn, eff, lo, hi
-        body.append(f"v{i} = f{i}(n, a)")
+        body.append(f"v{i} = {_inline(eff.expr)}")
         test = " or ".join(([f"v{i} < lo{i}"] if lo is not None else [])
                            + ([f"v{i} > hi{i}"] if hi is not None else []))
         if test:
@@ -134,7 +157,7 @@ def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan |
         return None
     scope = ctx.scope(ev)
     body = [f"if {_owner_read(ev)} not in SOURCES: return False", *_bind_lines(pipe, ev, False),
-            "return bool(guard(n, a))"]
+            f"return bool({_guard(ev)})"]
     return _compile("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]
 
 
