@@ -260,9 +260,9 @@ class TierMover:
         self.collector.collect(pid)
 
     # -- recompute --------------------------------------------------------------------------------
-    def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
-        """Rebuild a dropped page from its tokens into a fresh slot."""
-        with self.holding(pid, protect):
+    def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset(), *, held: bool = False) -> None:
+        """Rebuild a dropped page from its tokens into a fresh slot (``held``: the caller holds ``protect``)."""
+        with self.holding(pid, frozenset() if held else protect):
             self._recompute(pid, protect)
 
     def _recompute(self, pid: int, protect: frozenset[int] | set[int]) -> None:
