@@ -27,6 +27,7 @@ from .errors import BadInputError, CapacityError, GuardRefused, TierError
 from .metrics import Metrics
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
+from .roombatch import MOVES, make_room_batch, page_local
 from .seam import PolicySeam
 from .store import checksum
 from .tiers import Storage
@@ -40,6 +41,8 @@ class TierMover:
         self.pipe, self.pages, self.storage, self.seam = pipe, pages, storage, seam
         self.busy, self.collector, self.metrics, self.config, self.lock = busy, collector, metrics, config, lock
         self.page_bytes = config.page_bytes or storage.data.page_bytes
+        self.batchable = all(page_local(pipe.cspec.events[name]) for name in MOVES if name in pipe.cspec.events) \
+            and all(name in pipe.cspec.events for name in MOVES)  # roombatch.py: room in one go is exact
 
     def _gen(self, pid: int) -> int:
         return self.pipe.store.page("gen", pid)
@@ -64,7 +67,12 @@ class TierMover:
         if not held:
             self.busy.hold(protect)
         try:
+            batch = True
             while len(slots.free_slots) < need:
+                if batch:  # all the victims in one go when nothing tells it from one at a time
+                    batch = make_room_batch(self, need - len(slots.free_slots), protect)
+                    if batch:
+                        continue
                 if not self.reclaim_gpu(protect):
                     raise CapacityError(
                         f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
