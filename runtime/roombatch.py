@@ -76,6 +76,10 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     if any(data is None or rec.checksum is None for rec, data in zip(spilled, copies, strict=True)):
         return False
     moved = [pages.get(v) for v in victims]
+    try:
+        datas = [storage.data.read(rec.gpu_slot) for rec in moved]
+    except Exception:  # noqa: BLE001 - a data plane that cannot give a payload: one at a time meets it there
+        return False
     held = [*victims, *spills]
     tiers.busy.hold(held)
     written: list[int] = []
@@ -88,7 +92,6 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
             for pid in written:
                 disk.remove(pid)
             return False
-        datas = [storage.data.read(rec.gpu_slot) for rec in moved]
         try:
             with pipe.atomic():
                 if spills:
