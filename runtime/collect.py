@@ -37,7 +37,7 @@ class Busy:
         self.deferred: set[int] = set()  # held pages a ``collect`` found otherwise free
 
     def __call__(self, pid: int) -> bool:
-        return pid in self.inflight or self.held[pid] > 0
+        return pid in self.inflight or self.held.get(pid, 0) > 0
 
     def hold(self, pids: Iterable[int]) -> None:
         """Keep ``pids`` from being forgotten until ``unhold``."""

@@ -19,7 +19,8 @@ proved pointwise with Z3 by preserve.py), or the failing ones and its own page w
 other page's (``keep_other``).
 
 A rollback (journal restore, no events) forgets everything tracked.  ``check_integrity`` compares
-every tracked value with a fresh evaluation.
+every tracked value with a fresh evaluation.  This module is longer than most: the upkeep after a
+batch and after one firing (the common case, without the batch's grouping) read best side by side.
 """
 
 from __future__ import annotations
@@ -158,7 +159,13 @@ class Incremental:
         fails = t.fails.get(rid)
         if fails is None:
             return
-        in_domain = any(self.store.rp_has(v, rid, q) for v in t.domain_vars)
+        rp_has = self.store.rp_has
+        for v in t.domain_vars:
+            if rp_has(v, rid, q):
+                in_domain = True
+                break
+        else:
+            in_domain = False
         if in_domain and not self._holds(t, rid, q):
             fails[q] = None
             t.failing.add(rid)
@@ -196,6 +203,9 @@ class Incremental:
         an id ``r`` with an array ``p``: one reader on many pages)."""
         actions = self.actions.get(ev.name)
         if not actions:
+            return
+        if (r is None or r.__class__ is int) and p.__class__ is int:
+            self._after_one(actions, r, p)
             return
         actions = [act for act in actions if act[0].fails and (act[0].failing or not act[2] or act[1] == "all")]
         if not actions:  # nothing tracked, or only true values the event keeps true
@@ -237,6 +247,54 @@ class Incremental:
                 if pids:
                     self._recheck_many(t, rid, pids)
         self.names["r"], self.names["p"] = saved_r, saved_p
+
+    def _after_one(self, actions: list[tuple[Tracked, str, bool, bool]], r: int | None, p: int) -> None:
+        """``after`` for one firing (reader ``r``, page ``p``): the same rechecks, page by page, each
+        (reduction, reader, page) once (nothing changes between them)."""
+        n = self.names
+        saved_r, saved_p = n.get("r"), n.get("p")
+        done: set[tuple[str, int]] = set()
+        for t, kind, keep_all, keep_other in actions:
+            fails = t.fails
+            if not fails:
+                continue
+            if kind == "all":
+                fails.clear()
+                t.failing.clear()
+                continue
+            if keep_all:  # true bodies stay true: only pages already failing can change
+                if not t.failing:
+                    continue
+                if kind == "page":
+                    for rid in list(t.failing):
+                        if p in fails[rid]:
+                            self._recheck_once(t, rid, p, done)
+                elif r in t.failing:
+                    if kind == "reader":
+                        self._recheck_many(t, r, list(fails[r]))  # type: ignore[index]
+                    elif p in fails[r]:  # type: ignore[index]
+                        self._recheck_once(t, r, p, done)  # type: ignore[arg-type]
+                continue
+            if kind == "page":
+                for holder in self.store.readers_at(t.domain_vars, p):
+                    if holder in fails:
+                        self._recheck_once(t, holder, p, done)
+            elif r in fails:
+                assert r is not None
+                if kind == "reader":
+                    if not keep_other:
+                        del fails[r]
+                        t.failing.discard(r)
+                        continue
+                    self._recheck_many(t, r, list(dict.fromkeys([*fails[r], p])))
+                else:
+                    self._recheck_once(t, r, p, done)
+        n["r"], n["p"] = saved_r, saved_p
+
+    def _recheck_once(self, t: Tracked, rid: int, p: int, done: set[tuple[str, int]]) -> None:
+        if (t.name, rid) not in done:
+            done.add((t.name, rid))
+            self._recheck(t, rid, p)
 
     def _recheck_failing(self, t: Tracked, kind: str, by_reader: dict[Any, list[int]], ps: list[int]) -> None:
         """After an event that keeps every true body true: recheck the failing pages it touched."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .config import RuntimeConfig
-from .errors import BadInputError, CapacityError
+from .errors import BadInputError
 from .index import ROOT_HASH, PrefixIndex, chain_hash
 from .morphology import Morphology
 from .pages import PageDirectory, PageRecord
@@ -96,15 +96,8 @@ class PageWriter:
     def room(self, reader: ReaderRecord, start: int, n: int) -> None:
         """Free GPU slots for every page ``n`` tokens from ``start`` open (never the reader's own pages)."""
         need = len(range(-(-start // self.C) * self.C, start + n, self.C)) if n else 0
-        slots = self.storage.slots
-        if len(slots.free_slots) >= need:
-            return
-        protect = set(reader.block)
-        while len(slots.free_slots) < need:
-            if not self.tiers.reclaim_gpu(protect):
-                raise CapacityError(
-                    f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
-                    "(pinned, being written, captured, in flight or protected)")
+        if len(self.storage.slots.free_slots) < need:
+            self.tiers.make_room(need, set(reader.block))
 
     def transaction(self, events: Callable[[list[Pending]], Any],
                     after: Callable[[list[Pending]], Any] | None = None) -> None:

@@ -31,6 +31,7 @@ from .batchplan import BatchPlanner
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, READER_PAGES
 from .errors import ConfigError, DomainError, GuardRefused, IntegrityError
+from .fireplan import PlanContext, build_allowed, build_fire
 from .machines import MachineBackend, TableBackend
 from .names import RuntimeNames
 from .recorder import Recorder
@@ -61,8 +62,11 @@ class Pipeline:
         self.fast = fast and backend == "table"
         self.describe = describe or (lambda rid: "no reader" if rid is None else f"reader #{rid}")
         self.fired: Counter[str] = Counter()
-        self._fired_marks: list[int] = []  # where each open transaction's firings start in _fired_log
-        self._fired_log: list[str] | None = None  # events fired inside transactions (undone on rollback)
+        self._fired_marks: list[int] = []  # where each open transaction's firings start in fired_log
+        self.fired_log: list[str] | None = None  # events fired inside transactions (undone on rollback)
+        self._context = PlanContext(self, self._bounds, self._steps)
+        self._fire_plans: dict[str, Callable[[Any, Any, Any, Any], None]] = {}  # fireplan.py, built when first fired
+        self._allow_plans: dict[str, Callable[[Any, Any], bool]] = {}
         self.vector_firings = 0  # firings decided by the vector backend (batches with a plan)
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
@@ -83,6 +87,8 @@ class Pipeline:
         """Call ``fn(index)`` after every write of ``name`` (index: a page id, a reader id, ``(rid, pid)``,
         or an array of page ids for a batch)."""
         self.watchers.setdefault(name, []).append(fn)
+        self._fire_plans.clear()  # the plans call the watchers they saw when built
+        self._allow_plans.clear()
 
     def notify(self, name: str, index: Any) -> None:
         """Tell the watchers of ``name`` that it changed at ``index``."""
@@ -93,9 +99,9 @@ class Pipeline:
     def begin(self) -> int:
         """Start a transaction (nestable); returns its savepoint."""
         self.recorder.mark()
-        if self._fired_log is None:
-            self._fired_log = []
-        self._fired_marks.append(len(self._fired_log))
+        if self.fired_log is None:
+            self.fired_log = []
+        self._fired_marks.append(len(self.fired_log))
         return self.store.begin()
 
     def commit(self) -> None:
@@ -104,7 +110,7 @@ class Pipeline:
         self.recorder.unmark(keep=True)
         self._fired_marks.pop()
         if not self._fired_marks:
-            self._fired_log = None
+            self.fired_log = None
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -124,21 +130,37 @@ class Pipeline:
         self.names.inc.forget_all()
         self.recorder.unmark(keep=False)
         start = self._fired_marks.pop()
-        assert self._fired_log is not None
-        for name in self._fired_log[start:]:  # the rolled-back firings did not happen
+        assert self.fired_log is not None
+        for name in self.fired_log[start:]:  # the rolled-back firings did not happen
             self.fired[name] -= 1
-        del self._fired_log[start:]
+        del self.fired_log[start:]
         if not self._fired_marks:
-            self._fired_log = None
+            self.fired_log = None
 
     # -- single firings ---------------------------------------------------------------------------
     def fire(self, name: str, r: int | None = None, p: int | None = None, *, params: Mapping[str, int] | None = None,
              observed: Mapping[str, Any] | None = None) -> None:
         """Fire spec event ``name`` for reader ``r`` on page ``p`` (as the event takes them); raises a
-        GuardRefused subclass and changes nothing when the spec refuses."""
+        GuardRefused subclass and changes nothing when the spec refuses.  The fast path runs the event's
+        generated plan (fireplan.py: these stages unrolled), the general path ``fire_general``."""
+        plan = self._fire_plans.get(name)
+        if plan is None:
+            plan = self._fire_plans[name] = self._fire_plan(name)
+        plan(r, p, params, observed)
+
+    def _fire_plan(self, name: str) -> Callable[[Any, Any, Any, Any], None]:
         ev = self.cspec.events.get(name)
         if ev is None:
             raise ConfigError(f"the spec has no event '{name}'")
+        built = build_fire(self, self._context, ev) if self.fast else None
+        if built is not None:
+            return built
+        return lambda r, p, params, observed: self.fire_general(ev, r, p, params, observed)
+
+    def fire_general(self, ev: CompiledEvent, r: int | None, p: int | None, params: Mapping[str, int] | None,
+                     observed: Mapping[str, Any] | None) -> None:
+        """The stages of one firing, written once for every event (the general path)."""
+        name = ev.name
         n = self.names.bind(ev, r, p, params, observed)
         target = self._source(ev, r, p, n)
         writes = self._evaluate(ev, r, p, n)
@@ -153,14 +175,22 @@ class Pipeline:
     def count(self, name: str, k: int) -> None:
         """``k`` firings of ``name`` happened (undone with the transaction they happened in)."""
         self.fired[name] += k
-        if self._fired_log is not None:
-            self._fired_log.extend([name] * k)
+        if self.fired_log is not None:
+            self.fired_log.extend([name] * k)
 
     def allowed(self, name: str, r: int | None = None, p: int | None = None) -> bool:
         """Whether ``fire(name, r, p)`` would pass its source state and guard (bounds aside); changes
         nothing.  Policies ask this before proposing a step."""
-        ev = self.cspec.events[name]
-        if self.owner_state(ev, r, p) not in self.sources[name]:
+        plan = self._allow_plans.get(name)
+        if plan is None:
+            ev = self.cspec.events[name]
+            plan = self._allow_plans[name] = (build_allowed(self, self._context, ev) if self.fast else None) or \
+                (lambda r, p: self.allowed_general(ev, r, p))
+        return plan(r, p)
+
+    def allowed_general(self, ev: CompiledEvent, r: int | None, p: int | None) -> bool:
+        """``allowed`` written once for every event (the general path)."""
+        if self.owner_state(ev, r, p) not in self.sources[ev.name]:
             return False
         guard = ev.guard if self.fast else ev.gguard
         return bool(guard(self.names.bind(ev, r, p, None, None), self.store.arrays))
@@ -195,10 +225,7 @@ class Pipeline:
         if not (ev.guard if fast else ev.gguard)(n, a):
             raise self.refusals.guard(ev, r, p, n)
         if self.strict:
-            for prop in ev.steps:
-                if not prop.fn(n, a):
-                    raise IntegrityError([f"step property '{prop.prop.name}' fails before {ev.name} "
-                                          f"(r={r}, p={p}): {prop.text}"])
+            self._steps(ev, r, p, n)
         writes: list[Write] = []
         for eff, kind, lo, hi in self._plans[ev.name][1]:
             if kind == "star":
@@ -214,6 +241,17 @@ class Pipeline:
                 self._bounds(ev, eff, value, r, p, n)
             writes.append((eff.target, kind, None, value))
         return writes
+
+    def _steps(self, ev: CompiledEvent, r: int | None, p: int | None, n: Mapping[str, Any]) -> None:
+        a = self.store.arrays
+        for prop in ev.steps:
+            if not prop.fn(n, a):
+                raise IntegrityError([f"step property '{prop.prop.name}' fails before {ev.name} "
+                                      f"(r={r}, p={p}): {prop.text}"])
+
+    def write_plan_of(self, name: str) -> tuple[str, list[tuple[Any, str, Any, Any]]]:
+        """The owner's index kind of ``name`` and each effect with its index kind and folded bounds."""
+        return self._plans[name]
 
     def write_plan(self, name: str) -> list[tuple[Any, str, Any, Any]]:
         """Each effect of ``name`` with its index kind and its folded bounds."""

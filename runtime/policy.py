@@ -89,6 +89,7 @@ class EvictionPolicy:
     """The interface every victim-choice policy implements (see the module docstring)."""
 
     name = "policy"
+    pure_proposals = False  # ``propose`` changes nothing a later proposal or notification depends on
 
     def on_insert(self, meta: PageMeta) -> None:
         """A page now exists (opened on the GPU, or its metadata was registered)."""
@@ -154,6 +155,7 @@ class LRUPolicy(EvictionPolicy):
     """
 
     name = "lru"
+    pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
 
     def __init__(self) -> None:
         self.order: dict[str, OrderedDict[int, None]] = {

@@ -41,13 +41,14 @@ class Prefetcher:
     def _gen(self, pid: int) -> int:
         return self.pipe.store.page("gen", pid)
 
-    def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> Future[None]:
+    def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset(), *,
+                 held: bool = False) -> Future[None]:
         """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
-        back and leaves the page where it was)."""
+        back and leaves the page where it was).  ``held``: the caller holds ``protect`` already."""
         existing = self.busy.inflight.get(pid)
         if existing is not None:
             return existing
-        with self.tiers.holding(pid, protect):
+        with self.tiers.holding(pid, frozenset() if held else protect):
             return self._prefetch(pid, protect)
 
     def _prefetch(self, pid: int, protect: frozenset[int] | set[int]) -> Future[None]:

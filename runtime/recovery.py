@@ -61,7 +61,7 @@ class Recovery:
                     failed.append((pid, "page is gone"))
                     continue
                 try:
-                    futures.append(self.prefetcher.prefetch(pid, protect))
+                    futures.append(self.prefetcher.prefetch(pid, protect, held=True))
                 except MorphcacheError as exc:
                     failed.append((pid, str(exc)))
         if block and futures:
@@ -76,7 +76,7 @@ class Recovery:
                     if store.page(TIER, pid) != self._dropped:
                         self.pipe.fire("drop", None, pid)
                         self.tiers.dropped(pid)
-                    self.tiers.recompute(pid, protect)
+                    self.tiers.recompute(pid, protect, held=True)
                 except MorphcacheError as exc:
                     failed.append((pid, str(exc)))
             for pid in plan.pages:

@@ -111,12 +111,39 @@ class PolicySeam:
         self.policy.on_remove(rec.meta)
 
     # -- decisions --------------------------------------------------------------------------------
+    def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
+                    k: int) -> list[int] | None:
+        """The ``k`` first proposals for ``decision`` when ``choose`` would accept each of them in turn
+        and the policy's proposals have no side effect (``pure_proposals``); None otherwise (then
+        nothing was counted or reported: the caller chooses one at a time).  The caller counts them
+        with ``accepted`` once it moved them."""
+        if not self.policy.pure_proposals or decision not in ("gpu", "host", "disk"):
+            return None
+        tier = decision
+        find, allowed, busy = self.pages.find, self.pipe.allowed, self.busy
+        out: list[int] = []
+        for pid in self.policy.propose(decision):
+            if len(out) == k:
+                break
+            rec = find(pid)
+            if rec is None or rec.meta.tier != tier or pid in protect or busy(pid) or \
+                    not any(allowed(ev, None, pid) for ev in events):
+                return None  # ``choose`` would refuse it: counted and reported there
+            out.append(pid)
+        return out if len(out) == k else None
+
+    def accepted(self, decision: str, k: int) -> None:
+        """``k`` proposals of ``choose_many`` were obeyed."""
+        if k:
+            self.victims[decision] += k
+
     def choose(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int]) -> int | None:
         """The first proposal for ``decision`` that is in that tier, not protected, not in flight, and
         that the spec lets leave by one of ``events``; None when the policy has no acceptable page."""
         tier = decision if decision in ("host", "disk") else ("gpu" if decision == "gpu" else None)
+        find, allowed, first, rest = self.pages.find, self.pipe.allowed, events[0], events[1:]
         for pid in self.policy.propose(decision):
-            rec = self.pages.find(pid)
+            rec = find(pid)
             if rec is None:
                 reason = "unknown page"
             elif (tier is not None and rec.meta.tier != tier) or (decision == "pool" and not rec.meta.pooled):
@@ -125,7 +152,7 @@ class PolicySeam:
                 reason = "protected"  # the operation that needs the room uses it
             elif self.busy(pid):
                 reason = "in flight"
-            elif not any(self.pipe.allowed(ev, None, pid) for ev in events):
+            elif not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 reason = f"spec refuses {' and '.join(events)}"
             else:
                 self.victims[decision] += 1

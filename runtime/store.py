@@ -101,7 +101,19 @@ class MemoryPageStore:
         """Store the payload of ``tokens`` at offsets ``offset..``."""
         self.used[slot] = True
         base = depth * self.page_size + offset
-        if len(tokens) == 1:
+        n = len(tokens)
+        if n >= 8:  # column-wise, as ``write_tokens_many`` (numpy's fixed cost pays off from a few tokens)
+            try:
+                tok = np.asarray(tokens, dtype=np.int64).view(np.uint64)
+            except OverflowError:
+                tok = None
+            if tok is not None:
+                pos = np.arange(base, base + n, dtype=np.uint64)
+                words = self.words[slot, offset: offset + n]
+                words[:, 0] = tok & 0xFFFFFFFF
+                words[:, 1] = (pos * np.uint64(2654435761) + tok) & 0xFFFFFFFF
+                return
+        if n == 1:
             chunk = token_payload(tokens[0], base)
         else:
             chunk = b"".join([token_payload(t, base + i) for i, t in enumerate(tokens)])

@@ -18,7 +18,7 @@ a spec event; nothing here decides what the spec allows.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from .collect import Busy, Collector
@@ -27,6 +27,7 @@ from .errors import BadInputError, CapacityError, GuardRefused, TierError
 from .metrics import Metrics
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
+from .roombatch import MOVES, make_room_batch, page_local
 from .seam import PolicySeam
 from .store import checksum
 from .tiers import Storage
@@ -40,33 +41,62 @@ class TierMover:
         self.pipe, self.pages, self.storage, self.seam = pipe, pages, storage, seam
         self.busy, self.collector, self.metrics, self.config, self.lock = busy, collector, metrics, config, lock
         self.page_bytes = config.page_bytes or storage.data.page_bytes
+        self.batchable = all(page_local(pipe.cspec.events[name]) for name in MOVES if name in pipe.cspec.events) \
+            and all(name in pipe.cspec.events for name in MOVES)  # roombatch.py: room in one go is exact
 
     def _gen(self, pid: int) -> int:
         return self.pipe.store.page("gen", pid)
 
     # -- GPU slots --------------------------------------------------------------------------------
     def take_slot(self, rec: PageRecord, protect: frozenset[int] | set[int]) -> int:
-        """A free GPU slot for ``rec`` (the caller places it), making room by the policy's victims."""
+        """A free GPU slot for ``rec`` (the caller places it, and holds ``rec`` and ``protect``), making
+        room by the policy's victims."""
         slots = self.storage.slots
-        while not slots.free_slots:
-            if not self.reclaim_gpu(set(protect) | {rec.pid}):
-                raise CapacityError(
-                    f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
-                    "(pinned, being written, captured, in flight or protected)")
+        if not slots.free_slots:
+            self.make_room(1, {*protect, rec.pid}, held=True)
         return slots.take(rec.pid)
 
-    def reclaim_gpu(self, protect: set[int]) -> bool:
-        """Free one GPU slot: offload (or else drop) the policy's first acceptable victim."""
+    def make_room(self, need: int, protect: set[int] | frozenset[int], *, held: bool = False) -> None:
+        """Free GPU slots until ``need`` are free: the policy's victims, each offloaded (or else dropped)
+        in its own complete move, never a page of ``protect``; CapacityError when no victim is left.
+        ``protect`` is held for the whole of it (``held``: the caller holds it already), each victim
+        for its own move."""
+        slots = self.storage.slots
+        if len(slots.free_slots) >= need:
+            return
+        if not held:
+            self.busy.hold(protect)
+        try:
+            batch = True
+            while len(slots.free_slots) < need:
+                if batch:  # all the victims in one go when nothing tells it from one at a time
+                    batch = make_room_batch(self, need - len(slots.free_slots), protect)
+                    if batch:
+                        continue
+                if not self.reclaim_gpu(protect):
+                    raise CapacityError(
+                        f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
+                        "(pinned, being written, captured, in flight or protected)")
+        finally:
+            if not held:
+                self.release_held(protect)
+
+    def reclaim_gpu(self, protect: set[int] | frozenset[int]) -> bool:
+        """Free one GPU slot: offload (or else drop) the policy's first acceptable victim (the caller
+        holds ``protect``)."""
         host = self.config.host_pages > 0
         victim = self.seam.choose("gpu", ("offload", "drop") if host else ("drop",), protect)
         if victim is None:
             return False
         if host and self.pipe.allowed("offload", None, victim):
+            self.hold_one(victim)
             try:
-                self.offload(victim, "host", protect)
+                self._offload(victim, "host", protect, checked=True)
                 return True
             except (GuardRefused, CapacityError, TierError):
                 pass
+            finally:
+                self.release_held((victim,))
         if self.pipe.allowed("drop", None, victim):
             self.drop(victim)
             return True
@@ -74,11 +104,11 @@ class TierMover:
 
     # -- offload and spill ------------------------------------------------------------------------
     @contextmanager
-    def holding(self, pid: int, protect: frozenset[int] | set[int]) -> Iterator[None]:
+    def holding(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> Iterator[None]:
         """Hold ``pid`` and ``protect`` while a move runs: dropping a victim may free its parent chain,
         never a page this move (or the one that needs its room) still uses.  What nothing holds any more
         afterwards (a ``collect`` found it held: ``Busy.deferred``) is collected then."""
-        held = [pid, *protect]
+        held = [pid, *protect] if protect else [pid]
         self.busy.hold(held)
         disk = self.storage.disk
         if disk is not None and disk.leftovers:
@@ -86,15 +116,27 @@ class TierMover:
         try:
             yield
         finally:
-            for q in self.busy.unhold(held):
-                self.collector.collect(q)
+            self.release_held(held)
+
+    def hold_one(self, pid: int) -> None:
+        """``holding`` without the block: hold ``pid`` until ``release_held((pid,))``."""
+        self.busy.hold((pid,))
+        disk = self.storage.disk
+        if disk is not None and disk.leftovers:
+            self.metrics.extra["disk_leftover_files"] = disk.sweep()
+
+    def release_held(self, held: Iterable[int]) -> None:
+        """End a hold of ``held``; collect the pages a ``collect`` found held and nothing holds now."""
+        for q in self.busy.unhold(held):
+            self.collector.collect(q)
 
     def offload(self, pid: int, to: str = "host", protect: frozenset[int] | set[int] = frozenset()) -> None:
         """Move a GPU page to the host (or through it to disk)."""
         with self.holding(pid, protect):
             self._offload(pid, to, protect)
 
-    def _offload(self, pid: int, to: str, protect: frozenset[int] | set[int]) -> None:
+    def _offload(self, pid: int, to: str, protect: frozenset[int] | set[int], checked: bool = False) -> None:
+        """The move of ``offload`` (``pid`` and ``protect`` held; ``checked``: the spec allows it now)."""
         if not isinstance(to, str) or to not in ("host", "disk"):
             raise BadInputError(f"offload target must be 'host' or 'disk', got {to!r}")
         disk = self.storage.disk
@@ -104,11 +146,11 @@ class TierMover:
             raise TierError("no host tier configured (RuntimeConfig.host_pages is 0)")
         rec = self.pages.get(pid)
         pipe = self.pipe
-        if not pipe.allowed("offload", None, pid):
+        if not checked and not pipe.allowed("offload", None, pid):
             pipe.fire("offload", None, pid)  # raises the spec's refusal
         data = self.storage.data.read(rec.gpu_slot)
         check = checksum(data)
-        keep = set(protect) | {pid}
+        keep = {*protect, pid}
         victim = None
         if to == "host":
             self._room_host(keep)
@@ -150,7 +192,8 @@ class TierMover:
         with self.holding(pid, protect):
             self._spill(pid, protect)
 
-    def _spill(self, pid: int, protect: frozenset[int] | set[int]) -> None:
+    def _spill(self, pid: int, protect: frozenset[int] | set[int], checked: bool = False) -> None:
+        """The move of ``spill`` (``pid`` and ``protect`` held; ``checked``: the spec allows it now)."""
         disk = self.storage.disk
         assert disk is not None
         rec = self.pages.get(pid)
@@ -158,7 +201,7 @@ class TierMover:
         if data is None or rec.checksum is None:
             raise TierError(f"page {pid} has no host copy to spill")
         pipe = self.pipe
-        if not pipe.allowed("spill", None, pid):
+        if not checked and not pipe.allowed("spill", None, pid):
             pipe.fire("spill", None, pid)
         victim = self._disk_victim(set(protect) | {pid})
         disk.put(pid, data, rec.checksum, over=victim is not None)
@@ -189,6 +232,8 @@ class TierMover:
         return victim
 
     def _room_host(self, protect: set[int]) -> None:
+        """Room for one more host page (the caller holds ``protect``): the policy's victims spilled (or
+        else dropped), each in its own move."""
         host, disk = self.storage.host, self.storage.disk
         while host.full:
             events = ("spill", "drop") if disk is not None else ("drop",)
@@ -196,7 +241,11 @@ class TierMover:
             if victim is None:
                 raise CapacityError(f"host tier full ({host.capacity} pages), nothing can leave it")
             if disk is not None and self.pipe.allowed("spill", None, victim):
-                self.spill(victim, protect)
+                self.hold_one(victim)
+                try:
+                    self._spill(victim, protect, checked=True)
+                finally:
+                    self.release_held((victim,))
             else:
                 self.drop(victim)
 
@@ -219,9 +268,9 @@ class TierMover:
         self.collector.collect(pid)
 
     # -- recompute --------------------------------------------------------------------------------
-    def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset()) -> None:
-        """Rebuild a dropped page from its tokens into a fresh slot."""
-        with self.holding(pid, protect):
+    def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset(), *, held: bool = False) -> None:
+        """Rebuild a dropped page from its tokens into a fresh slot (``held``: the caller holds ``protect``)."""
+        with self.holding(pid, frozenset() if held else protect):
             self._recompute(pid, protect)
 
     def _recompute(self, pid: int, protect: frozenset[int] | set[int]) -> None:

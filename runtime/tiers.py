@@ -4,7 +4,7 @@ Each page's payload is in exactly one of them (its *home*, given by the page's t
 disk tier writes one file per page, atomically, with a header carrying the length and checksum::
 
     page-<id>.kv  =  b"MCPAGE01" | u64 length | u64 checksum | payload
-    write:  tmp file in the same directory -> write -> flush -> fsync -> rename -> fsync(dir)
+    write:  tmp file in the same directory -> write -> fsync -> rename -> fsync(dir)
 
 A read returns None for a missing file and the bytes it found otherwise (possibly truncated or
 flipped): the caller compares the checksum with the one the control plane recorded when the page
@@ -109,6 +109,8 @@ class DiskTier:
         self.pages: set[int] = set()
         self.leftovers: set[Path] = set()  # files of pages no longer on disk that could not be deleted
         self._lock = -1
+        self._dfd = -1
+        self._prefix = f"{self.dir}/page-"  # + "<id>.kv": a page's file, as a string (no Path object kept)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".probe-", dir=self.dir)
@@ -127,6 +129,9 @@ class DiskTier:
 
     def close(self) -> None:
         """Let another manager use the directory."""
+        if self._dfd >= 0:
+            os.close(self._dfd)
+            self._dfd = -1
         if self._lock >= 0:
             os.close(self._lock)
             self._lock = -1
@@ -147,35 +152,50 @@ class DiskTier:
 
     def path(self, pid: int) -> Path:
         """The file of page ``pid``."""
-        return self.dir / f"page-{pid}.kv"
+        return Path(f"{self._prefix}{pid}.kv")
+
+    def _dir_fd(self) -> int:
+        """The directory, open for the fsync that makes a rename durable (opened once)."""
+        if self._dfd < 0:
+            self._dfd = os.open(self.dir, os.O_RDONLY)
+        return self._dfd
 
     def put(self, pid: int, data: bytes, check: int, *, over: bool = False) -> None:
         """Write the page file atomically (tmp + fsync + rename + fsync of the directory).  ``over``:
         the caller frees a page right after (a spill writes before it drops its victim)."""
         if pid not in self.pages and len(self.pages) >= self.capacity + (1 if over else 0):
             raise CapacityError(f"disk tier full ({self.capacity} pages)")
-        target = self.path(pid)
+        target = f"{self._prefix}{pid}.kv"
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".page-{pid}-", suffix=".tmp", dir=self.dir)
+            fd, tmp = self.temp_file(pid)
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(_HEADER.pack(_MAGIC, len(data), check))
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
+                try:
+                    body = memoryview(_HEADER.pack(_MAGIC, len(data), check) + data)
+                    while body:
+                        body = body[os.write(fd, body):]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 os.replace(tmp, target)
             except BaseException:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
                 raise
-            dfd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            os.fsync(self._dir_fd())
         except OSError as exc:
-            raise TierError(f"cannot write page {pid} to {str(target)!r}: {exc.strerror or exc}") from None
+            raise TierError(f"cannot write page {pid} to {target!r}: {exc.strerror or exc}") from None
         self.pages.add(pid)
+
+    def temp_file(self, pid: int) -> tuple[int, str]:
+        """A new empty file beside the page's, open for writing: its descriptor and path.  The directory
+        is this manager's alone (locked), so one name per page is enough; a stale one (an interrupted
+        write) is replaced."""
+        tmp = f"{self.dir}/.page-{pid}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
+        except FileExistsError:
+            os.unlink(tmp)
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
 
     def get(self, pid: int) -> bytes | None:
         """The payload bytes found in the file (header stripped), None if the file is missing.
@@ -184,7 +204,8 @@ class DiskTier:
         the caller's checksum comparison rejects them.
         """
         try:
-            raw = self.path(pid).read_bytes()
+            with open(f"{self._prefix}{pid}.kv", "rb") as f:
+                raw = f.read()
         except OSError:
             return None
         if len(raw) < _HEADER.size:

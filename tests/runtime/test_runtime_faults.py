@@ -226,10 +226,10 @@ def test_spill_into_an_unwritable_directory_drops_no_victim(make_manager: Callab
     m.offload(pages[1], "host")
     before = digest(m)
 
-    def mkstemp(*args: Any, **kwargs: Any) -> Any:
+    def temp_file(*args: Any, **kwargs: Any) -> Any:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tiers_module.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(tiers_module.DiskTier, "temp_file", temp_file)
     with pytest.raises(TierError, match="Permission denied"):
         m.offload(pages[2], "host")
     after = digest(m)

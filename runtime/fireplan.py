@@ -1,0 +1,168 @@
+"""One generated Python function per event for ``Pipeline.fire`` and ``Pipeline.allowed``: the same
+stages as the pipeline's general code, unrolled for the event at hand.
+
+The general code decides at every firing what it already knew when the spec was compiled: which
+index the owner and each effect write (a page, a reader, a (reader, page) pair), which names the
+event binds (tracked quantifiers, aggregates), which watchers each written name has, whether the
+event changes a tracked quantifier.  A plan decides it once, writing the source below for the event
+and compiling it, so that one firing is one call with straight-line code::
+
+    drop(p)   def _fire(r, p, params, observed):
+                  n['r'] = r; n['p'] = p                          bind
+                  s = cols['tier'][p]                             1. source
+                  if s not in SOURCES: raise source(ev, r, p, s)
+                  if not ((a['pin'][p] == 0) and ...):            2. guard (its conjuncts' source)
+                      raise refused(ev, r, p, n)
+                  v0 = (a['gen'][p] + 1)                          3. effects on the pre-state
+                  if v0 < 0: bounds(ev, e0, v0, r, p, n)          4. bounds (folded)
+                  ... owner := target, then every effect, journaled, watchers told   5. apply
+                  fired['drop'] += 1                              counted (undone with a rollback)
+
+Every stage of the pipeline is there, in its order, with the same expressions (their generated
+source inlined, reading ``r`` and ``p`` from the arguments), journal entries, watcher calls and
+refusals; recording and the strict step checks are part of the plan too.
+An event the plan does not cover (a '*' effect) keeps the general code.  A plan reads the watchers
+when it is built: ``Pipeline.watch`` drops the plans built so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from morphcache.spec.pycode import source
+
+from .compiler import CompiledEvent
+
+FirePlan = Callable[[Any, Any, Any, Any], None]
+AllowPlan = Callable[[Any, Any], bool]
+
+
+def _ids(n: Any, domain: str, bound: dict[str, Any] | None = None) -> Any:
+    """The ids a reduction in an inlined expression ranges over (as the generated expressions' own)."""
+    ids = n[domain]
+    if callable(ids):
+        ids = ids({**n, **bound} if bound else n)
+    return range(ids) if isinstance(ids, int) else ids
+
+
+def _inline(e: Any) -> str:
+    """The generated source of a compiled expression, reading the event's reader and page from the
+    plan's arguments (the names hold the same values: the plan bound them first)."""
+    return source(e).replace("n['r']", "r").replace("n['p']", "p")
+
+
+def _guard(ev: CompiledEvent) -> str:
+    """The event's guard inlined: its conjuncts, in order, short-circuiting as the compiled guard."""
+    return " and ".join(f"({_inline(c.expr)})" for c in ev.conjuncts) or "True"
+
+
+class PlanContext:
+    """What a generated plan reaches: the pipeline's stores, names, refusals and counters."""
+
+    def __init__(self, pipe: Any, bounds: Callable[..., None], steps: Callable[..., None]) -> None:
+        self.pipe = pipe
+        self.bounds = bounds
+        self.steps = steps
+
+    def scope(self, ev: CompiledEvent) -> dict[str, Any]:
+        pipe = self.pipe
+        names, store = pipe.names, pipe.store
+        return {
+            "n": names.n, "a": store.arrays, "cols": store.cols, "rcols": store.rcols, "store": store,
+            "set_rp": store.set_rp, "rp_value": store.rp_value, "names": names, "bind": names.bind,
+            "inc_value": names.inc.value, "inc_after": names.inc.after, "ev": ev, "guard": ev.guard,
+            "SOURCES": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
+            "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": _ids,
+        }
+
+
+def _bind_lines(pipe: Any, ev: CompiledEvent, params: bool) -> list[str]:
+    """The names of the firing: ``names.bind`` unrolled (its general form when the event takes params
+    or observations)."""
+    names = pipe.names
+    if params and (ev.params or ev.observes):
+        return ["n = bind(ev, r, p, params, observed)"]
+    out = ["n['r'] = r", "n['p'] = p"]
+    if ev.reads & names.agg_contrib.keys():
+        out.append("if names.agg_dirty: names.refresh()")
+    for name in names.tracked_reads[ev.name]:
+        out += [f"n[{name!r}] = inc_value({name!r}, r)", "n['r'] = r", "n['p'] = p"]
+    return out
+
+
+def _owner_read(ev: CompiledEvent) -> str:
+    if ev.scope == "page":
+        return f"cols[{ev.owner!r}][p]"
+    if ev.scope == "reader":
+        return f"rcols[{ev.owner!r}][r]"
+    return f"rp_value({ev.owner!r}, r, p)"
+
+
+def _write_lines(name: str, kind: str, value: str, watchers: int) -> list[str]:
+    """One journaled write of ``name`` (index kind ``kind``), then its watchers."""
+    if kind == "p":
+        out = [f"c = cols[{name!r}]", "j = store.journal",
+               f"if j is not None: j.append(('p', {name!r}, p, c[p]))", f"c[p] = {value}"]
+        index = "p"
+    elif kind == "r":
+        out = [f"c = rcols[{name!r}]", "j = store.journal",
+               f"if j is not None: j.append(('r', {name!r}, r, c[r]))", f"c[r] = {value}"]
+        index = "r"
+    else:
+        out = [f"set_rp({name!r}, r, p, {value})"]
+        index = "(r, p)"
+    out += [f"w_{name}_{i}({index})" for i in range(watchers)]
+    return out
+
+
+def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> FirePlan | None:
+    """The generated ``fire`` of ``ev`` (None for an event with a '*' effect: the general code)."""
+    owner_kind, effects = pipe.write_plan_of(ev.name)
+    if any(kind == "star" for _, kind, _, _ in effects):
+        return None
+    scope = ctx.scope(ev)
+    body = _bind_lines(pipe, ev, True)
+    body += [f"s = {_owner_read(ev)}", "if s not in SOURCES: raise refusals.source(ev, r, p, s)",
+             f"if not ({_guard(ev)}): raise refusals.guard(ev, r, p, n)"]
+    if pipe.strict:
+        body.append("steps(ev, r, p, n)")
+    for i, (eff, _kind, lo, hi) in enumerate(effects):
+        scope[f"f{i}"], scope[f"e{i}"], scope[f"lo{i}"], scope[f"hi{i}"] = eff.fn, eff, lo, hi
+        body.append(f"v{i} = {_inline(eff.expr)}")
+        test = " or ".join(([f"v{i} < lo{i}"] if lo is not None else [])
+                           + ([f"v{i} > hi{i}"] if hi is not None else []))
+        if test:
+            body.append(f"if {test}: bounds(ev, e{i}, v{i}, r, p, n)")
+    body += ["rec = recorder.enabled", "if rec: before = recorder.before(ev, r, p, n)"]
+    writes = [(ev.owner, owner_kind, repr(ev.target))] + [(eff.target, kind, f"v{i}")
+                                                            for i, (eff, kind, _, _) in enumerate(effects)]
+    for name, kind, value in writes:
+        found = pipe.watchers.get(name, ())
+        for i, fn in enumerate(found):
+            scope[f"w_{name}_{i}"] = fn
+        body += _write_lines(name, kind, value, len(found))
+    if pipe.names.inc.actions.get(ev.name):
+        body.append("inc_after(ev, r, p)")
+    body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log",
+             f"if log is not None: log.append({ev.name!r})",
+             "if rec: recorder.after(ev, r, p, params, before)"]
+    return _compile("_fire", "r, p, params, observed", body, scope, ev.name)  # type: ignore[return-value]
+
+
+def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan | None:
+    """The generated ``allowed`` of ``ev``: source state and guard, nothing written (None for an event
+    that takes params or observations: the general code)."""
+    if ev.params or ev.observes:
+        return None
+    scope = ctx.scope(ev)
+    body = [f"if {_owner_read(ev)} not in SOURCES: return False", *_bind_lines(pipe, ev, False),
+            f"return bool({_guard(ev)})"]
+    return _compile("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]
+
+
+def _compile(fn: str, args: str, body: list[str], scope: dict[str, Any], event: str) -> Callable[..., Any]:
+    text = f"def {fn}({args}):\n" + "".join(f"    {line}\n" for line in body)
+    exec(compile(text, f"<plan {event}>", "exec"), scope)  # noqa: S102 - source generated from the compiled event
+    out: Callable[..., Any] = scope[fn]
+    return out

@@ -1,0 +1,123 @@
+"""Room for several GPU pages in one go: the victims chosen as a batch, their moves fired as vector
+batches, with exactly the outcome of making the room one victim at a time.
+
+One victim at a time (``TierMover.reclaim_gpu``), with a full host tier::
+
+    for v_i:  choose gpu -> v_i;  choose host -> h_i;  write h_i's disk file;  spill h_i;
+              offload v_i, offload_done v_i;  h_i's host copy freed, v_i's slot freed
+
+In one go, when nothing can tell the two apart::
+
+    choose gpu -> v_1..v_k;  choose host -> h_1..h_m   (m = k - free host pages)
+    write the m disk files;  one transaction: spill h_*, offload v_*, offload_done v_* (vector batches)
+    then, in the one-at-a-time order: h_i's host copy freed, v_i's slot freed, the policy told
+
+Nothing tells them apart when every event involved reads and writes only its own page (checked on
+the compiled spec, so the batch's order is as good as the interleaved one), the policy's proposals
+have no side effect and each of the first k (m) proposals is one ``choose`` would accept (no
+refusal to count), every victim can be offloaded (a spill victim spilled), and the disk has room for
+every spill (no disk victim is dropped, so nothing is forgotten meanwhile).  Otherwise the caller
+makes the room one victim at a time.  A failed disk write deletes the files written and leaves the
+room to the one-at-a-time path, which meets the same failure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from morphcache.spec.expr import Index, Name, Reduce, walk
+
+from .compiler import CompiledEvent
+from .errors import CapacityError, TierError
+from .store import checksum
+
+if TYPE_CHECKING:
+    from .tiering import TierMover
+
+BATCH_FROM = 4  # fewer victims than this: one at a time (the batch's checks cost about one victim's move)
+MOVES = ("offload", "offload_done", "spill", "drop")
+
+
+def page_local(ev: CompiledEvent) -> bool:
+    """Whether ``ev`` reads and writes only its own page's state (no reader, domain, aggregate)."""
+    if ev.scope != "page" or ev.params or ev.observes:
+        return False
+    if any(eff.index != "p" or eff.star is not None for eff in ev.effects):
+        return False
+    for e in [c.expr for c in ev.conjuncts] + [eff.expr for eff in ev.effects]:
+        for node in walk(e):
+            if isinstance(node, Reduce) or (isinstance(node, Name) and node.name != "p"):
+                return False
+            if isinstance(node, Index) and not (len(node.args) == 1 and isinstance(node.args[0], Name)):
+                return False
+    return True
+
+
+def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]) -> bool:
+    """Free ``k`` GPU slots in one go (the caller holds ``protect``); False when the batch could differ
+    from ``k`` single victims, with nothing changed (then the caller takes them one at a time)."""
+    storage, seam, pipe, pages = tiers.storage, tiers.seam, tiers.pipe, tiers.pages
+    host, disk = storage.host, storage.disk
+    if k < BATCH_FROM or disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
+        return False
+    victims = seam.choose_many("gpu", ("offload", "drop"), protect, k)
+    if victims is None or not all(pipe.allowed("offload", None, v) for v in victims):
+        return False
+    free_host = max(0, host.capacity - len(host))
+    spills = seam.choose_many("host", ("spill", "drop"), {*protect, *victims}, k - free_host) \
+        if k > free_host else []
+    if spills is None or len(disk) + len(spills) > disk.capacity or \
+            not all(pipe.allowed("spill", None, h) for h in spills):
+        return False
+    spilled = [pages.get(h) for h in spills]
+    copies = [host.get(h) for h in spills]
+    if any(data is None or rec.checksum is None for rec, data in zip(spilled, copies, strict=True)):
+        return False
+    moved = [pages.get(v) for v in victims]
+    try:
+        datas = [storage.data.read(rec.gpu_slot) for rec in moved]
+    except Exception:  # noqa: BLE001 - a data plane that cannot give a payload: one at a time meets it there
+        return False
+    held = [*victims, *spills]
+    tiers.busy.hold(held)
+    written: list[int] = []
+    try:
+        try:
+            for rec, data in zip(spilled, copies, strict=True):
+                disk.put(rec.pid, data, rec.checksum)  # type: ignore[arg-type]
+                written.append(rec.pid)
+        except (CapacityError, TierError):
+            for pid in written:
+                disk.remove(pid)
+            return False
+        try:
+            with pipe.atomic():
+                if spills:
+                    pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
+                ids = np.asarray(victims, dtype=np.int64)
+                pipe.fire_batch("offload", None, ids, distinct=True)
+                pipe.fire_batch("offload_done", None, ids, distinct=True)
+        except BaseException:
+            for pid in written:
+                disk.remove(pid)
+            raise
+        first = k - len(spills)  # the victims before it found the host tier full
+        bytes_moved = tiers.metrics.bytes_moved
+        for i, (rec, data) in enumerate(zip(moved, datas, strict=True)):
+            if i >= first:
+                gone = spilled[i - first]
+                host.remove(gone.pid)
+                seam.moved(gone, "disk")
+                bytes_moved["host->disk"] += len(copies[i - first])  # type: ignore[arg-type]
+            host.put(rec.pid, data)
+            rec.checksum = checksum(data)
+            storage.free_slot(rec)
+            seam.moved(rec, "host")
+            bytes_moved["gpu->host"] += len(data)
+        seam.accepted("gpu", k)
+        seam.accepted("host", len(spills))
+        return True
+    finally:
+        tiers.release_held(held)

@@ -1,0 +1,65 @@
+"""The generated fire plans (fireplan.py) against the pipeline's general code: on the states a random
+workload leaves, every event for every reader and page either fires the same way through both (the
+same writes, the same count) or is refused the same way; ``allowed`` gives the same answer."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from rt_helpers import small_config, toks
+
+from morphcache.runtime import CacheManager, MorphcacheError
+from morphcache.runtime.pipeline import Pipeline
+
+
+def snapshot(pipe: Pipeline) -> tuple[Any, ...]:
+    store = pipe.store
+    return ({k: bytes(v) for k, v in store.cols.items()}, {k: bytes(v) for k, v in store.rcols.items()},
+            {k: {r: dict(row) for r, row in t.items()} for k, t in store.rp.items()},
+            {k: v for k, v in pipe.fired.items() if v})
+
+
+def attempt(pipe: Pipeline, fire: Any) -> tuple[Any, ...]:
+    """What one firing does (inside a transaction rolled back after): its refusal, or the state after."""
+    sp = pipe.begin()
+    try:
+        fire()
+        out: tuple[Any, ...] = ("fired", snapshot(pipe))
+    except MorphcacheError as exc:
+        out = ("refused", type(exc).__name__, str(exc), snapshot(pipe))
+    pipe.rollback(sp)
+    return out
+
+
+def test_plans_fire_and_refuse_as_the_general_code(tmp_path: Any) -> None:
+    rng = random.Random(7)
+    m = CacheManager(config=small_config(tmp_path, gpu_pages=12, host_pages=4, disk_pages=4))
+    for i in range(6):
+        m.register(f"s{i}", toks(rng.randrange(3) * 100, rng.randrange(5, 40)))
+        if rng.random() < 0.5:
+            m.free(f"s{i}")
+    pages = m.cached_pages()
+    m.offload(pages[0], "host")
+    m.offload(pages[1], "disk")
+    pipe = m.parts.pipe
+    readers = list(pipe.store.live_readers)
+    checked = refused = 0
+    for ev in pipe.cspec.events.values():
+        if ev.params or ev.observes:
+            continue
+        rs = readers if ev.takes_reader else [None]
+        ps = list(pipe.store.live_pages) if ev.takes_page else [None]
+        for r in rs:
+            for p in ps:
+                assert pipe.allowed(ev.name, r, p) == pipe.allowed_general(ev, r, p), (ev.name, r, p)
+                before = snapshot(pipe)
+                planned = attempt(pipe, lambda: pipe.fire(ev.name, r, p))  # noqa: B023 - called at once
+                assert snapshot(pipe) == before
+                general = attempt(pipe, lambda: pipe.fire_general(ev, r, p, None, None))  # noqa: B023
+                assert planned == general, (ev.name, r, p)
+                checked += 1
+                refused += planned[0] == "refused"
+    assert checked > 200 and 0 < refused < checked
+    m.check_integrity()
+    m.close()
