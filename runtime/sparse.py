@@ -141,6 +141,14 @@ class RPView:
             if not row:
                 return np.full(len(p), self.init, dtype=np.int64)
             return np.fromiter(map(row.get, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(p))
+        if r.__class__ is np.ndarray and p.__class__ is np.ndarray and r.ndim == 1 and r.shape == p.shape \
+                and len(r) > 8 and r[0] != r[-1]:  # many readers, a page each (a decode step): a pass per pair
+            readers = r.tolist()
+            if self.only:
+                for rid in self.only.intersection(readers):
+                    self.materialize(rid)
+            rows = map(self.data.get, readers, repeat(EMPTY))
+            return np.fromiter(map(dict.get, rows, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(r))
         rr, pp = np.broadcast_arrays(np.asarray(r, dtype=np.int64), np.asarray(p, dtype=np.int64))
         out = np.full(rr.shape, self.init, dtype=np.int64)
         if self.only:
