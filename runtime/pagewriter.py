@@ -171,7 +171,7 @@ class PageWriter:
         self.pipe.fire("open", reader.rid, pid)
         block.append(pid)
         self.undo(lambda: _none(block.pop()))
-        self.index.add_child(parent_hash, pid, rec.tokens)
+        self.index.add_child(parent_hash, pid, rec.tokens, parent)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
         return pid
 
@@ -198,6 +198,7 @@ class PageWriter:
         assert rec.hash is not None
         rec.meta.hash = rec.hash
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
+        self.index.seal(rec.pid, rec.parent, rec.tokens)
         self.index.add_sealed(rec.hash, rec.pid)
         self.seam.updated(rec)
         if self.config.auto_compress:
