@@ -78,19 +78,44 @@ class _Powers:
 _POWERS = _Powers()
 
 
-def page_digests(rows: np.ndarray) -> np.ndarray:
+class Scratch:
+    """Work arrays of one caller, reused from call to call and grown to the largest request: a large
+    temporary allocated afresh is mapped and faulted in afresh on every call."""
+
+    def __init__(self) -> None:
+        self.words = (np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64))
+        self.flags = np.empty(0, dtype=bool)
+
+    def get(self, pages: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Two uint64 arrays and a bool array of shape ``(pages, c)`` (contents undefined)."""
+        n = pages * c
+        if len(self.flags) < n:
+            size = max(n, 2 * len(self.flags))
+            self.words = (np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.uint64))
+            self.flags = np.empty(size, dtype=bool)
+        x, y = self.words
+        return x[:n].reshape(pages, c), y[:n].reshape(pages, c), self.flags[:n].reshape(pages, c)
+
+
+def page_digests(rows: np.ndarray, scratch: Scratch | None = None) -> np.ndarray:
     """The digest of each row of ``rows`` (pages x C tokens, uint64), as a fresh uint64 array."""
     _, _, a, b = _columns(rows.shape[1])
-    x = rows * a
-    x ^= x >> np.uint64(32)
+    if scratch is None:
+        x = rows * a
+        x ^= x >> np.uint64(32)
+    else:
+        x, tmp, _ = scratch.get(*rows.shape)
+        np.multiply(rows, a, out=x)
+        np.right_shift(x, np.uint64(32), out=tmp)
+        x ^= tmp
     return x @ b  # type: ignore[no-any-return]
 
 
-def chain_keys(rows: np.ndarray, root: int = ROOT_HASH) -> np.ndarray:
+def chain_keys(rows: np.ndarray, root: int = ROOT_HASH, scratch: Scratch | None = None) -> np.ndarray:
     """The chain hash of every whole page of ``rows`` (pages x C tokens, uint64) after a page with
-    hash ``root``: ``h[i] = K * h[i-1] + d[i]``, as one cumulative sum."""
+    hash ``root``: ``h[i] = K * h[i-1] + d[i]``, as one cumulative sum (work arrays from ``scratch``)."""
     up, down = _POWERS.get(len(rows))
-    s = page_digests(rows)
+    s = page_digests(rows, scratch)
     s *= down
     if len(s):
         s[0] = (int(s[0]) + root) & MASK

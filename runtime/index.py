@@ -1,31 +1,34 @@
 """The prefix index: chain hashes of sealed pages, and the nominal hit of a token sequence.
 
-Pages chain by hash (``chainhash.py``): every whole page of a request gets its key at once, one
-dict lookup each in a single C-level pass, and the walk stops at the first key not indexed.  A key
-is only a candidate: the hit pages' stored tokens are compared with the request's (one vectorized
-compare of the gathered rows) and each page's chain with its predecessor's (exact chain classes,
-below), and the hit ends at the first page that differs.  A hash collision can shorten a hit; it
-can never serve another prefix's KV.  The nominal hit then compares the request's remaining tokens
-with the stored tokens of the cached pages that continue the verified chain (sealed or still
-filling), so a hit can end in the middle of a page::
+Every whole page of a request gets its chain key at once (``chainhash.py``), and every key its
+candidate page at once (``keytable.py``, a mirror of ``by_hash``).  A key is never trusted: the
+candidates' stored tokens are gathered and compared with the request's in one vectorized compare,
+and each candidate's chain with its predecessor's (exact chain classes, below); the hit ends at the
+first page that differs (or has no candidate).  A hash collision can shorten a hit; it can never
+serve another prefix's KV.  The nominal hit then compares the request's remaining tokens with the
+stored tokens of the cached pages that continue the verified chain (sealed or still filling), so a
+hit can end in the middle of a page (C = 4; ``#7`` is page id 7)::
 
-    C = 4          page 0        page 1        page 2        page 3 (cached, tokens a b c d)
-    request        w x y z   |   1 2 3 4   |   5 6 7 8   |   a b Q ...
-    keys           h0            h1            h2            -- h3 not indexed
-    index          h0 -> 7       h1 -> 2       h2 -> 9
-    verified       rows[7] == w x y z, rows[2] == 1 2 3 4, rows[9] == 5 6 7 8 ?  no: 5 6 7 0
-                   (a collision)                      -> the hit stops after page 1
-    partial        children of page 2 (by h1, same chain class): lcp("5 6 7 8", stored) <= C - 1
-    nominal        4 + 4 + lcp tokens
+    block            0             1             2             3
+    request          w x y z   |   1 2 3 4   |   5 6 7 8   |   a b Q
+    keys             h0            h1            h2            (3 whole pages only)
+    candidates       #7            #2            #9
+    rows[#]          w x y z       1 2 3 4       5 6 7 0       <- #9 collided: it holds other tokens
+    chain classes    root -> #7 -> #2  ok
+    verified         #7 #2                                    -> 2 whole pages, 8 tokens
+    partial          the children of #2 (filed under h1, in #2's chain class), say #4 = 5 6 9 ...:
+                     lcp(5 6 7 8, 5 6 9) = 2, at most C - 1
+    nominal          8 + 2 = 10 tokens: full (#7, #2), partial #4
 
 Chain classes make "the same prefix" exact without trusting a hash: a sealed page's class is
 interned from (its parent's class, its tokens), so two pages share a class exactly when their
 whole prefixes are equal token for token (pages written twice, by two sequences, share one).  A
-hit page is accepted when its tokens equal the request's page and its parent's class is the class
-of the page accepted before it (the root class at depth 0)::
+candidate is accepted when its tokens equal the request's page and its parent's class is the class
+of the page accepted before it (the root's at block 0)::
 
-    class(page) = intern[(class(parent page), tokens of the page)]     class(root) = 0
-    accept hit[i]  <=>  rows[hit[i]] == request page i  and  pclass[hit[i]] == class(hit[i-1])
+    class(page)         = intern[(class(parent page), tokens of the page)]      class(root) = 1
+    accept candidate i  <=>  rows[cand[i]] == request page i
+                             and  pclass[cand[i]] == (class(cand[i-1]) if i else class(root))
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chainhash import ROOT_HASH, chain_hash, chain_keys
+from .chainhash import ROOT_HASH, Scratch, chain_hash, chain_keys
 from .keytable import KeyTable
 
 __all__ = ["ROOT_HASH", "NominalHit", "PrefixIndex", "SealedRows", "chain_hash", "token_array"]
 
-ROOT_CLASS = 0
+UNSEALED, ROOT_CLASS = 0, 1  # chain classes (uint64): a page's is at least 2
+NO_CLASS = (1 << 64) - 1  # the class of the row an id of -1 reads (its parent class, one less, is no page's either)
 
 
 def token_array(tokens: Sequence[int]) -> array[int]:
@@ -72,28 +76,31 @@ class NominalHit:
 
 
 class SealedRows:
-    """The tokens and chain class of every sealed page, by page id (rows of a numpy table)."""
+    """The tokens and chain class of every sealed page, by page id (rows of numpy tables).  The last
+    row is no page's: an id of -1 reads it, and its parent class matches no page's class."""
 
     def __init__(self, page_size: int, capacity: int = 64) -> None:
         self.C = page_size
-        self.rows = np.zeros((capacity, page_size), dtype=np.uint64)
-        self.cls = np.full(capacity, -1, dtype=np.int64)  # -1: not sealed
-        self.pcls = np.full(capacity, -1, dtype=np.int64)  # the parent's class
+        self.rows = np.zeros((capacity + 1, page_size), dtype=np.uint64)
+        self.cls = np.zeros(capacity + 1, dtype=np.uint64)  # UNSEALED for a page not sealed
+        self.pcls = np.zeros(capacity + 1, dtype=np.uint64)  # the parent's class
+        self.cls[-1], self.pcls[-1] = NO_CLASS, NO_CLASS - 1
         self._intern: dict[tuple[int, bytes], int] = {}
         self._members: dict[int, list[object]] = {}  # class -> [its intern key, live pages]
         self._next = ROOT_CLASS + 1
 
     def _ensure(self, pid: int) -> None:
-        size = len(self.cls)
+        size = len(self.cls) - 1
         if pid < size:
             return
         new = max(2 * size, pid + 1)
-        rows = np.zeros((new, self.C), dtype=np.uint64)
-        rows[:size] = self.rows
-        cls = np.full(new, -1, dtype=np.int64)
-        cls[:size] = self.cls
-        pcls = np.full(new, -1, dtype=np.int64)
-        pcls[:size] = self.pcls
+        rows = np.zeros((new + 1, self.C), dtype=np.uint64)
+        rows[:size] = self.rows[:size]
+        cls = np.zeros(new + 1, dtype=np.uint64)
+        cls[:size] = self.cls[:size]
+        pcls = np.zeros(new + 1, dtype=np.uint64)
+        pcls[:size] = self.pcls[:size]
+        cls[-1], pcls[-1] = NO_CLASS, NO_CLASS - 1
         self.rows, self.cls, self.pcls = rows, cls, pcls
 
     def seal(self, pid: int, parent: int, tokens: Sequence[int]) -> int:
@@ -102,7 +109,7 @@ class SealedRows:
         row = self.rows[pid]
         row[:] = np.asarray(token_array(tokens), dtype=np.uint64)
         pc = ROOT_CLASS if parent < 0 else int(self.cls[parent])
-        assert pc >= 0, f"page {pid} sealed after page {parent}, which is not sealed"
+        assert pc != UNSEALED, f"page {pid} sealed after page {parent}, which is not sealed"
         key = (pc, row.tobytes())
         c = self._intern.get(key)
         if c is None:
@@ -115,7 +122,7 @@ class SealedRows:
 
     def forget(self, pid: int) -> None:
         """Drop what ``pid`` kept (nothing if it was never sealed)."""
-        if pid >= len(self.cls) or self.cls[pid] < 0:
+        if pid >= len(self.cls) - 1 or self.cls[pid] == UNSEALED:
             return
         c = int(self.cls[pid])
         entry = self._members[c]
@@ -123,40 +130,45 @@ class SealedRows:
         if not entry[1]:
             del self._intern[entry[0]]  # type: ignore[arg-type]
             del self._members[c]
-        self.cls[pid] = self.pcls[pid] = -1
+        self.cls[pid] = self.pcls[pid] = UNSEALED
 
     def same_chain(self, page: int, parent: int) -> bool:
         """Whether ``page``'s parent holds exactly the prefix sealed page ``parent`` holds (-1: root)."""
         return bool(self.pcls[page] == (ROOT_CLASS if parent < 0 else self.cls[parent]))
 
-    def verified(self, ids: np.ndarray, rows: np.ndarray) -> int:
-        """How many leading pages of ``ids`` (sealed) hold exactly ``rows`` (their tokens) after the
-        pages before them (the first after the root)."""
+    def verified(self, ids: np.ndarray, rows: np.ndarray, scratch: Scratch) -> int:
+        """How many leading pages of ``ids`` (sealed pages, or -1: none) hold exactly ``rows`` (their
+        tokens) after the pages before them (the first after the root)."""
         k = len(ids)
         if not k:
             return 0
-        ne = (self.rows.take(ids, axis=0) != rows).ravel()
-        first = int(ne.argmax())
-        if ne[first]:
+        _, stored, same = scratch.get(k, self.C)
+        np.take(self.rows, ids, axis=0, out=stored, mode="wrap")  # -1: the last row; "raise" would buffer
+        same = np.equal(stored, rows, out=same).ravel()
+        first = int(same.argmin())
+        if not same[first]:
             k = first // self.C
         if not k:
             return 0
         pcls = self.pcls.take(ids[:k])
-        broken = pcls[1:] != self.cls.take(ids[:k - 1])
-        at = int(broken.argmax()) if k > 1 else 0
         if pcls[0] != ROOT_CLASS:
             return 0
-        return at + 1 if k > 1 and broken[at] else k
+        if k > 1:
+            linked = pcls[1:] == self.cls.take(ids[:k - 1])
+            at = int(linked.argmin())
+            if not linked[at]:
+                return at + 1
+        return k
 
     def problems(self, records: dict[int, tuple[int, list[int]]]) -> list[str]:
         """Disagreements with ``records`` (sealed page -> (parent, tokens)); empty when consistent."""
         out = []
         for pid, (parent, tokens) in records.items():
-            if pid >= len(self.cls) or self.cls[pid] < 0:
+            if pid >= len(self.cls) - 1 or self.cls[pid] == UNSEALED:
                 out.append(f"sealed page {pid} has no row in the index")
             elif self.rows[pid].tolist() != list(tokens) or not self.same_chain(pid, parent):
                 out.append(f"sealed page {pid}: its row or chain class disagrees with its record")
-        live = int((self.cls >= 0).sum())
+        live = int(np.count_nonzero(self.cls[:-1]))
         if live != len(records):
             out.append(f"{live} sealed rows kept for {len(records)} sealed pages")
         return out
@@ -173,6 +185,7 @@ class PrefixIndex:
         self.parent_of: dict[int, int] = {}  # pid in by_parent -> its parent page (-1 at depth 0)
         self.sealed = SealedRows(page_size)
         self.table = KeyTable()  # by_hash, for many keys at once
+        self.scratch = Scratch()
 
     def add_child(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
         """Make page ``pid`` (tokens still growing), whose parent is page ``parent`` (-1 at depth 0), a
@@ -211,14 +224,10 @@ class PrefixIndex:
             del self.by_hash[h]
             self.table.remove(h)
 
-    def _walk(self, tokens: array[int], pages: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The indexed pages of the first ``pages`` whole pages, up to the first key not indexed; the
-        request's rows and keys."""
+    def _keys(self, tokens: array[int], pages: int) -> tuple[np.ndarray, np.ndarray]:
+        """The request's first ``pages`` whole pages as rows, and their chain keys."""
         rows = np.frombuffer(tokens, dtype=np.uint64, count=pages * self.page_size).reshape(pages, self.page_size)
-        keys = chain_keys(rows)
-        ids = self.table.find(keys)
-        miss = int(ids.argmin())
-        return (ids[:miss] if ids[miss] < 0 else ids), rows, keys
+        return rows, chain_keys(rows, ROOT_HASH, self.scratch)
 
     def nominal(self, tokens: Sequence[int], limit: int | None = None) -> NominalHit:
         """The longest cached prefix of ``tokens`` (at most ``limit`` tokens), every whole page verified."""
@@ -227,8 +236,9 @@ class PrefixIndex:
         full: list[int] = []
         h, last, hit = ROOT_HASH, -1, None
         if n >= c and self.by_hash:
-            ids, rows, keys = self._walk(token_array(tokens), n // c)
-            k = self.sealed.verified(ids, rows[:len(ids)])
+            rows, keys = self._keys(token_array(tokens), n // c)
+            ids = self.table.candidates(keys)
+            k = self.sealed.verified(ids, rows, self.scratch)
             if k:
                 hit = ids[:k]
                 full = hit.tolist()
@@ -257,7 +267,10 @@ class PrefixIndex:
         return parent >= 0 and last >= 0 and bool(self.sealed.cls[parent] == self.sealed.cls[last])
 
     def chain(self, tokens: Sequence[int]) -> list[int]:
-        """The hash-only walk: page ids of the indexed whole-page prefix, nothing validated (the
-        benchmark's baseline)."""
+        """The hash-only walk: the same keys, one dict lookup each, up to the first key not indexed;
+        nothing verified (the benchmark's baseline)."""
         n = len(tokens) // self.page_size
-        return self._walk(token_array(tokens), n)[0].tolist() if n and self.by_hash else []  # type: ignore[no-any-return]
+        if not n:
+            return []
+        got = list(map(self.by_hash.get, self._keys(token_array(tokens), n)[1].tolist()))
+        return got[:got.index(None)] if None in got else got  # type: ignore[return-value]
