@@ -1,28 +1,32 @@
 """Chain hashes of whole pages: one page's at a seal, every page's of a request at once.
 
-A page's digest mixes each token with constants of its column and sums the mixes with odd weights;
-pages chain by a multiply-add, so the keys of a whole request are a cumulative sum (C = page size,
-all arithmetic mod 2**64, K odd)::
+A page's digest is its tokens weighted by odd per-column constants and summed; pages chain by a
+multiply-add, so the keys of a whole request are one matrix-vector product and one cumulative sum
+(C = page size, all arithmetic mod 2**64, K odd)::
 
     tokens    t[0] .. t[C-1] | t[C] .. t[2C-1] | ...          one row of C tokens per page
-    mix       x[i,j] = xs(t[i,j] * A[j])                       xs(x) = x ^ (x >> 32), A[j] odd
-    digest    d[i]   = sum_j x[i,j] * B[j]                     B[j] odd
-    chain     h[i]   = K * h[i-1] + d[i],   h[-1] = ROOT_HASH
-                     = K**(i+1) * (ROOT_HASH + sum_{j<=i} K**-(j+1) * d[j])   (K invertible: odd)
+    digest    d[i] = sum_j t[i,j] * W[j]                       W[j] odd, one per column
+    chain     h[i] = K * h[i-1] + d[i],   h[-1] = ROOT_HASH
+                   = K**(i+1) * (ROOT_HASH + sum_{j<=i} K**-(j+1) * d[j])     (K odd: invertible)
 
     request   [ page 0 | page 1 | page 2 | page 3 | tail ]
-    rows      (4, C) view of the token array (no copy); d in four array operations, h in three
+    rows      (4, C) view of the token array (no copy)
+    keys      d = rows @ W, then d * K**-(i+1), cumsum, + ROOT_HASH at the front, * K**(i+1)
 
-Tokens differing in one position always give different digests (a token's mix is a bijection of
-it, multiplied by an odd weight), so two pages collide only through two or more differences; the
-chain is a 64-bit hash, not a cryptographic one: keys can collide.  The index never
-trusts a key alone: it compares the hit pages' stored tokens and chains (``index.py``).
+Two pages differing in one token always differ in digest (the difference times an odd weight is
+not 0 mod 2**64); pages differing in several collide for about one pair in 2**64 when the tokens do
+not depend on W, and anyone who reads W can build a collision: the keys are a fast 64-bit hash, not
+a cryptographic one.  Nothing relies on them being collision-free: the index never trusts a key
+alone, it compares the hit pages' stored tokens and chains (``index.py``), so a collision costs a
+hit, never serves another prefix's KV.  The seal's hash (``chain_hash``, one page) is the same
+arithmetic in Python ints, one C-level pass over the page's tokens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import mul
 
 import numpy as np
 
@@ -45,10 +49,10 @@ def _splitmix(seed: int, n: int) -> list[int]:
 
 
 @lru_cache(maxsize=16)
-def _columns(c: int) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray, np.ndarray]:
-    """The per-column constants A and B of a page of ``c`` tokens (Python ints and uint64 arrays)."""
-    a, b = _splitmix(0x6D69_780A, c), _splitmix(0x7765_6967_6874, c)
-    return tuple(a), tuple(b), np.array(a, dtype=np.uint64), np.array(b, dtype=np.uint64)
+def _weights(c: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """The per-column weights W of a page of ``c`` tokens (Python ints and a uint64 array)."""
+    w = _splitmix(0x7765_6967_6874, c)
+    return tuple(w), np.array(w, dtype=np.uint64)
 
 
 class _Powers:
@@ -78,44 +82,16 @@ class _Powers:
 _POWERS = _Powers()
 
 
-class Scratch:
-    """Work arrays of one caller, reused from call to call and grown to the largest request: a large
-    temporary allocated afresh is mapped and faulted in afresh on every call."""
-
-    def __init__(self) -> None:
-        self.words = (np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64))
-        self.flags = np.empty(0, dtype=bool)
-
-    def get(self, pages: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Two uint64 arrays and a bool array of shape ``(pages, c)`` (contents undefined)."""
-        n = pages * c
-        if len(self.flags) < n:
-            size = max(n, 2 * len(self.flags))
-            self.words = (np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.uint64))
-            self.flags = np.empty(size, dtype=bool)
-        x, y = self.words
-        return x[:n].reshape(pages, c), y[:n].reshape(pages, c), self.flags[:n].reshape(pages, c)
-
-
-def page_digests(rows: np.ndarray, scratch: Scratch | None = None) -> np.ndarray:
+def page_digests(rows: np.ndarray) -> np.ndarray:
     """The digest of each row of ``rows`` (pages x C tokens, uint64), as a fresh uint64 array."""
-    _, _, a, b = _columns(rows.shape[1])
-    if scratch is None:
-        x = rows * a
-        x ^= x >> np.uint64(32)
-    else:
-        x, tmp, _ = scratch.get(*rows.shape)
-        np.multiply(rows, a, out=x)
-        np.right_shift(x, np.uint64(32), out=tmp)
-        x ^= tmp
-    return x @ b  # type: ignore[no-any-return]
+    return rows @ _weights(rows.shape[1])[1]  # type: ignore[no-any-return]
 
 
-def chain_keys(rows: np.ndarray, root: int = ROOT_HASH, scratch: Scratch | None = None) -> np.ndarray:
+def chain_keys(rows: np.ndarray, root: int = ROOT_HASH) -> np.ndarray:
     """The chain hash of every whole page of ``rows`` (pages x C tokens, uint64) after a page with
-    hash ``root``: ``h[i] = K * h[i-1] + d[i]``, as one cumulative sum (work arrays from ``scratch``)."""
+    hash ``root``: ``h[i] = K * h[i-1] + d[i]``, as one cumulative sum."""
     up, down = _POWERS.get(len(rows))
-    s = page_digests(rows, scratch)
+    s = page_digests(rows)
     s *= down
     if len(s):
         s[0] = (int(s[0]) + root) & MASK
@@ -125,13 +101,8 @@ def chain_keys(rows: np.ndarray, root: int = ROOT_HASH, scratch: Scratch | None 
 
 
 def page_digest(tokens: Sequence[int]) -> int:
-    """The digest of one page (Python ints: the same value as ``page_digests`` on its row)."""
-    a, b, _, _ = _columns(len(tokens))
-    acc = 0
-    for t, ma, mb in zip(tokens, a, b, strict=True):
-        x = t * ma & MASK
-        acc += (x ^ (x >> 32)) * mb
-    return acc & MASK
+    """The digest of one page, in Python ints (one C-level pass): what ``page_digests`` gives its row."""
+    return sum(map(mul, tokens, _weights(len(tokens))[0])) & MASK
 
 
 def chain_hash(parent: int, tokens: Sequence[int]) -> int:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chainhash import ROOT_HASH, Scratch, chain_hash, chain_keys
+from .chainhash import ROOT_HASH, chain_hash, chain_keys
 from .keytable import KeyTable
 
 __all__ = ["ROOT_HASH", "NominalHit", "PrefixIndex", "SealedRows", "chain_hash", "token_array"]
@@ -75,6 +75,23 @@ class NominalHit:
         return full if self.partial is None else np.append(full, np.int64(self.partial))
 
 
+class Scratch:
+    """The work arrays of a verification, reused from call to call and grown to the largest request
+    (a large temporary allocated afresh would be mapped and faulted in afresh on every call)."""
+
+    def __init__(self) -> None:
+        self.words = np.empty(0, dtype=np.uint64)
+        self.flags = np.empty(0, dtype=bool)
+
+    def get(self, pages: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """A uint64 and a bool array of shape ``(pages, c)`` (contents undefined)."""
+        n = pages * c
+        if len(self.flags) < n:
+            size = max(n, 2 * len(self.flags))
+            self.words, self.flags = np.empty(size, dtype=np.uint64), np.empty(size, dtype=bool)
+        return self.words[:n].reshape(pages, c), self.flags[:n].reshape(pages, c)
+
+
 class SealedRows:
     """The tokens and chain class of every sealed page, by page id (rows of numpy tables).  The last
     row is no page's: an id of -1 reads it, and its parent class matches no page's class."""
@@ -107,7 +124,7 @@ class SealedRows:
         """Keep the tokens of sealed page ``pid`` (after page ``parent``, -1 at depth 0); its class."""
         self._ensure(pid)
         row = self.rows[pid]
-        row[:] = np.asarray(token_array(tokens), dtype=np.uint64)
+        row[:] = tokens
         pc = ROOT_CLASS if parent < 0 else int(self.cls[parent])
         assert pc != UNSEALED, f"page {pid} sealed after page {parent}, which is not sealed"
         key = (pc, row.tobytes())
@@ -142,7 +159,7 @@ class SealedRows:
         k = len(ids)
         if not k:
             return 0
-        _, stored, same = scratch.get(k, self.C)
+        stored, same = scratch.get(k, self.C)
         np.take(self.rows, ids, axis=0, out=stored, mode="wrap")  # -1: the last row; "raise" would buffer
         same = np.equal(stored, rows, out=same).ravel()
         first = int(same.argmin())
@@ -227,7 +244,7 @@ class PrefixIndex:
     def _keys(self, tokens: array[int], pages: int) -> tuple[np.ndarray, np.ndarray]:
         """The request's first ``pages`` whole pages as rows, and their chain keys."""
         rows = np.frombuffer(tokens, dtype=np.uint64, count=pages * self.page_size).reshape(pages, self.page_size)
-        return rows, chain_keys(rows, ROOT_HASH, self.scratch)
+        return rows, chain_keys(rows)
 
     def nominal(self, tokens: Sequence[int], limit: int | None = None) -> NominalHit:
         """The longest cached prefix of ``tokens`` (at most ``limit`` tokens), every whole page verified."""
