@@ -97,13 +97,31 @@ class KeyTable:
         """Re-enter the live entries and ``extra`` into a table of ``2**bits`` slots (more if they do not
         settle)."""
         live = self.pages >= 0
-        entries = list(zip(self.keys[live].tolist(), self.pages[live].tolist(), strict=True)) + extra
+        keys = np.concatenate([self.keys[live], np.array([k for k, _ in extra], dtype=np.uint64)])
+        pids = np.concatenate([self.pages[live], np.array([p for _, p in extra], dtype=np.int64)])
         while True:
             self._alloc(bits)
-            if all(self._place(key, pid) is None for key, pid in entries):
-                self.live = len(entries) - len(extra)
+            if self._place_all(keys, pids):
+                self.live = len(keys) - len(extra)
                 return
             bits += 1
+
+    def _place_all(self, keys: np.ndarray, pids: np.ndarray) -> bool:
+        """Enter ``keys -> pids`` (distinct keys) into this empty table: each key at its ``hi`` slot
+        when it is the first to claim it, then at its free ``lo`` slot likewise, the rest one by one;
+        False if one finds no slot."""
+        rest = np.arange(len(keys))
+        for slots in (keys >> self.shift, (keys * self.um) >> self.shift):
+            at = slots[rest]
+            free = self.pages[at] < 0
+            taken, first = np.unique(at[free], return_index=True)
+            chosen = rest[free][first]
+            self.keys[taken], self.pages[taken] = keys[chosen], pids[chosen]
+            left = np.ones(len(keys), dtype=bool)
+            left[chosen] = False
+            rest = rest[left[rest]]
+        return all(self._place(key, pid) is None
+                   for key, pid in zip(keys[rest].tolist(), pids[rest].tolist(), strict=True))
 
     def candidates(self, keys: np.ndarray) -> np.ndarray:
         """For each of ``keys`` (uint64): its page where it is in the table, elsewhere the page of its
