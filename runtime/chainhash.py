@@ -18,15 +18,15 @@ not 0 mod 2**64); pages differing in several collide for about one pair in 2**64
 not depend on W, and anyone who reads W can build a collision: the keys are a fast 64-bit hash, not
 a cryptographic one.  Nothing relies on them being collision-free: the index never trusts a key
 alone, it compares the hit pages' stored tokens and chains (``index.py``), so a collision costs a
-hit, never serves another prefix's KV.  The seal's hash (``chain_hash``, one page) is the same
-arithmetic in Python ints, one C-level pass over the page's tokens.
+hit, never serves another prefix's KV.  The seal's hash (``chain_hash``, one page) is one dot
+product and the multiply-add in Python ints.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from functools import lru_cache
-from operator import mul
 
 import numpy as np
 
@@ -101,8 +101,10 @@ def chain_keys(rows: np.ndarray, root: int = ROOT_HASH) -> np.ndarray:
 
 
 def page_digest(tokens: Sequence[int]) -> int:
-    """The digest of one page, in Python ints (one C-level pass): what ``page_digests`` gives its row."""
-    return sum(map(mul, tokens, _weights(len(tokens))[0])) & MASK
+    """The digest of one page (one dot product): what ``page_digests`` gives its row."""
+    row = np.frombuffer(tokens if isinstance(tokens, array) and tokens.typecode == "Q" else array("Q", tokens),
+                        dtype=np.uint64)
+    return int(np.dot(row, _weights(len(tokens))[1]))
 
 
 def chain_hash(parent: int, tokens: Sequence[int]) -> int:
