@@ -110,6 +110,7 @@ class Collector:
         if rec.hash is not None:
             self.unindex(rec)
         self.index.remove_child(rec.parent_hash, pid)
+        self.index.forget(pid)
         self.store.free_page(pid)
         self.seam.removed(rec)
         return rec.parent

@@ -1,37 +1,56 @@
 """The prefix index: chain hashes of sealed pages, and the nominal hit of a token sequence.
 
-Pages chain by hash, as in vLLM: ``h(p) = xxh3(tokens of page p, seed = h(p-1))`` with a fixed root.
-The nominal hit walks the request page by page through the index, then compares the request's
-remaining tokens with the stored tokens of the cached pages that continue the chain (sealed or still
-filling), so a hit can end in the middle of a page::
+Every whole page of a request gets its chain key at once (``chainhash.py``), and every key its
+candidate page at once (``keytable.py``, a mirror of ``by_hash``).  A key is never trusted: the
+candidates' stored tokens are gathered and compared with the request's in one vectorized compare,
+and each candidate's chain with its predecessor's (exact chain classes, below); the hit ends at the
+first page that differs (or has no candidate).  A hash collision can shorten a hit; it can never
+serve another prefix's KV.  The nominal hit then compares the request's remaining tokens with the
+stored tokens of the cached pages that continue the verified chain (sealed or still filling), so a
+hit can end in the middle of a page (C = 4; ``#7`` is page id 7)::
 
-    C = 4          page 0        page 1        page 2 (cached, tokens a b c d)
-    request        w x y z   |   1 2 3 4   |   a b Q ...
-    full pages     hit            hit           -- hash differs
-    partial                                     lcp("a b Q ..", "a b c d") = 2
-    nominal        4 + 4 + 2 = 10 tokens
+    block            0             1             2             3
+    request          w x y z   |   1 2 3 4   |   5 6 7 8   |   a b Q
+    keys             h0            h1            h2            (3 whole pages only)
+    candidates       #7            #2            #9
+    rows[#]          w x y z       1 2 3 4       5 6 7 0       <- #9 collided: it holds other tokens
+    chain classes    root -> #7 -> #2  ok
+    verified         #7 #2                                    -> 2 whole pages, 8 tokens
+    partial          the children of #2 (filed under h1, in #2's chain class), say #4 = 5 6 9 ...:
+                     lcp(5 6 7 8, 5 6 9) = 2, at most C - 1
+    nominal          8 + 2 = 10 tokens: full (#7, #2), partial #4
+
+Chain classes make "the same prefix" exact without trusting a hash: a sealed page's class is
+interned from (its parent's class, its tokens), so two pages share a class exactly when their
+whole prefixes are equal token for token (pages written twice, by two sequences, share one).  A
+candidate is accepted when its tokens equal the request's page and its parent's class is the class
+of the page accepted before it (the root's at block 0)::
+
+    class(page)         = intern[(class(parent page), tokens of the page)]      class(root) = 1
+    accept candidate i  <=>  rows[cand[i]] == request page i
+                             and  pclass[cand[i]] == (class(cand[i-1]) if i else class(root))
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import xxhash
+import numpy as np
 
-ROOT_HASH = 0x6D6F_7270_6863_6163  # "morphcac"
+from .chainhash import ROOT_HASH, chain_hash, chain_keys
+from .keytable import KeyTable
+
+__all__ = ["ROOT_HASH", "NominalHit", "PrefixIndex", "SealedRows", "chain_hash", "token_array"]
+
+UNSEALED, ROOT_CLASS = 0, 1  # chain classes (uint64): a page's is at least 2
+NO_CLASS = (1 << 64) - 1  # the class of the row an id of -1 reads (its parent class, one less, is no page's either)
 
 
 def token_array(tokens: Sequence[int]) -> array[int]:
-    """Tokens as unsigned 64-bit ints (the bytes the chain hash reads)."""
+    """Tokens as unsigned 64-bit ints (the values the chain hash reads)."""
     return tokens if isinstance(tokens, array) and tokens.typecode == "Q" else array("Q", tokens)
-
-
-def chain_hash(parent: int, tokens: Sequence[int]) -> int:
-    """The chain hash of a page holding ``tokens`` after a page with hash ``parent``: xxh3-64 of the
-    tokens' bytes, seeded with the parent's hash."""
-    return int(xxhash.xxh3_64_intdigest(token_array(tokens), seed=parent))
 
 
 @dataclass(frozen=True)
@@ -43,24 +62,153 @@ class NominalHit:
     partial: int | None
     partial_len: int
     tokens: int
+    ids: np.ndarray | None = field(default=None, compare=False, repr=False)  # ``full`` as int64, if at hand
 
     @property
     def pages(self) -> tuple[int, ...]:
         """Every page the hit touches, in block order."""
         return self.full + ((self.partial,) if self.partial is not None else ())
 
+    def page_ids(self) -> np.ndarray:
+        """``pages`` as an int64 array."""
+        full = self.ids if self.ids is not None else np.array(self.full, dtype=np.int64)
+        return full if self.partial is None else np.append(full, np.int64(self.partial))
+
+
+class Scratch:
+    """The work arrays of a verification, reused from call to call and grown to the largest request
+    (a large temporary allocated afresh would be mapped and faulted in afresh on every call)."""
+
+    def __init__(self) -> None:
+        self.words = np.empty(0, dtype=np.uint64)
+        self.flags = np.empty(0, dtype=bool)
+
+    def get(self, pages: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """A uint64 and a bool array of shape ``(pages, c)`` (contents undefined)."""
+        n = pages * c
+        if len(self.flags) < n:
+            size = max(n, 2 * len(self.flags))
+            self.words, self.flags = np.empty(size, dtype=np.uint64), np.empty(size, dtype=bool)
+        return self.words[:n].reshape(pages, c), self.flags[:n].reshape(pages, c)
+
+
+class SealedRows:
+    """The tokens and chain class of every sealed page, by page id (rows of numpy tables).  The last
+    row is no page's: an id of -1 reads it, and its parent class matches no page's class."""
+
+    def __init__(self, page_size: int, capacity: int = 64) -> None:
+        self.C = page_size
+        self.rows = np.zeros((capacity + 1, page_size), dtype=np.uint64)
+        self.cls = np.zeros(capacity + 1, dtype=np.uint64)  # UNSEALED for a page not sealed
+        self.pcls = np.zeros(capacity + 1, dtype=np.uint64)  # the parent's class
+        self.cls[-1], self.pcls[-1] = NO_CLASS, NO_CLASS - 1
+        self._intern: dict[tuple[int, bytes], int] = {}
+        self._members: dict[int, list[object]] = {}  # class -> [its intern key, live pages]
+        self._next = ROOT_CLASS + 1
+
+    def _ensure(self, pid: int) -> None:
+        size = len(self.cls) - 1
+        if pid < size:
+            return
+        new = max(2 * size, pid + 1)
+        rows = np.zeros((new + 1, self.C), dtype=np.uint64)
+        rows[:size] = self.rows[:size]
+        cls = np.zeros(new + 1, dtype=np.uint64)
+        cls[:size] = self.cls[:size]
+        pcls = np.zeros(new + 1, dtype=np.uint64)
+        pcls[:size] = self.pcls[:size]
+        cls[-1], pcls[-1] = NO_CLASS, NO_CLASS - 1
+        self.rows, self.cls, self.pcls = rows, cls, pcls
+
+    def seal(self, pid: int, parent: int, tokens: Sequence[int]) -> int:
+        """Keep the tokens of sealed page ``pid`` (after page ``parent``, -1 at depth 0); its class."""
+        self._ensure(pid)
+        row = self.rows[pid]
+        row[:] = tokens
+        pc = ROOT_CLASS if parent < 0 else int(self.cls[parent])
+        assert pc != UNSEALED, f"page {pid} sealed after page {parent}, which is not sealed"
+        key = (pc, row.tobytes())
+        c = self._intern.get(key)
+        if c is None:
+            c = self._intern[key] = self._next
+            self._next += 1
+            self._members[c] = [key, 0]
+        self._members[c][1] += 1  # type: ignore[operator]
+        self.cls[pid], self.pcls[pid] = c, pc
+        return c
+
+    def forget(self, pid: int) -> None:
+        """Drop what ``pid`` kept (nothing if it was never sealed)."""
+        if pid >= len(self.cls) - 1 or self.cls[pid] == UNSEALED:
+            return
+        c = int(self.cls[pid])
+        entry = self._members[c]
+        entry[1] -= 1  # type: ignore[operator]
+        if not entry[1]:
+            del self._intern[entry[0]]  # type: ignore[arg-type]
+            del self._members[c]
+        self.cls[pid] = self.pcls[pid] = UNSEALED
+
+    def same_chain(self, page: int, parent: int) -> bool:
+        """Whether ``page``'s parent holds exactly the prefix sealed page ``parent`` holds (-1: root)."""
+        return bool(self.pcls[page] == (ROOT_CLASS if parent < 0 else self.cls[parent]))
+
+    def verified(self, ids: np.ndarray, rows: np.ndarray, scratch: Scratch) -> int:
+        """How many leading pages of ``ids`` (sealed pages, or -1: none) hold exactly ``rows`` (their
+        tokens) after the pages before them (the first after the root)."""
+        k = len(ids)
+        if not k:
+            return 0
+        stored, same = scratch.get(k, self.C)
+        np.take(self.rows, ids, axis=0, out=stored, mode="wrap")  # -1: the last row; "raise" would buffer
+        same = np.equal(stored, rows, out=same).ravel()
+        first = int(same.argmin())
+        if not same[first]:
+            k = first // self.C
+        if not k:
+            return 0
+        pcls = self.pcls.take(ids[:k])
+        if pcls[0] != ROOT_CLASS:
+            return 0
+        if k > 1:
+            linked = pcls[1:] == self.cls.take(ids[:k - 1])
+            at = int(linked.argmin())
+            if not linked[at]:
+                return at + 1
+        return k
+
+    def problems(self, records: dict[int, tuple[int, list[int]]]) -> list[str]:
+        """Disagreements with ``records`` (sealed page -> (parent, tokens)); empty when consistent."""
+        out = []
+        for pid, (parent, tokens) in records.items():
+            if pid >= len(self.cls) - 1 or self.cls[pid] == UNSEALED:
+                out.append(f"sealed page {pid} has no row in the index")
+            elif self.rows[pid].tolist() != list(tokens) or not self.same_chain(pid, parent):
+                out.append(f"sealed page {pid}: its row or chain class disagrees with its record")
+        live = int(np.count_nonzero(self.cls[:-1]))
+        if live != len(records):
+            out.append(f"{live} sealed rows kept for {len(records)} sealed pages")
+        return out
+
 
 class PrefixIndex:
-    """``hash -> page`` for sealed pages and ``parent hash -> pages`` for partial matches."""
+    """``hash -> page`` for sealed pages, ``parent hash -> pages`` for partial matches, and the sealed
+    pages' tokens and chain classes that verify a hit."""
 
     def __init__(self, page_size: int) -> None:
         self.page_size = page_size
         self.by_hash: dict[int, int] = {}
         self.by_parent: dict[int, dict[int, list[int]]] = {}  # parent hash -> {pid: tokens}
+        self.parent_of: dict[int, int] = {}  # pid in by_parent -> its parent page (-1 at depth 0)
+        self.sealed = SealedRows(page_size)
+        self.table = KeyTable()  # by_hash, for many keys at once
+        self.scratch = Scratch()
 
-    def add_child(self, parent_hash: int, pid: int, tokens: list[int]) -> None:
-        """Make page ``pid`` (tokens still growing) a candidate continuation of ``parent_hash``."""
+    def add_child(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
+        """Make page ``pid`` (tokens still growing), whose parent is page ``parent`` (-1 at depth 0), a
+        candidate continuation of ``parent_hash``."""
         self.by_parent.setdefault(parent_hash, {})[pid] = tokens
+        self.parent_of[pid] = parent
 
     def remove_child(self, parent_hash: int, pid: int) -> None:
         """Forget ``pid`` as a continuation."""
@@ -69,41 +217,55 @@ class PrefixIndex:
             kids.pop(pid, None)
             if not kids:
                 del self.by_parent[parent_hash]
+        self.parent_of.pop(pid, None)
+
+    def seal(self, pid: int, parent: int, tokens: Sequence[int]) -> None:
+        """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not)."""
+        self.sealed.seal(pid, parent, tokens)
+
+    def forget(self, pid: int) -> None:
+        """Drop what the index keeps of page ``pid`` beyond its entries (its row and class)."""
+        self.sealed.forget(pid)
 
     def add_sealed(self, h: int, pid: int) -> bool:
         """Index a sealed page under its chain hash; False if another page already has that hash."""
         if h in self.by_hash:
             return False
         self.by_hash[h] = pid
+        self.table.add(h, pid)
         return True
 
     def remove_sealed(self, h: int, pid: int) -> None:
         """Drop the index entry of ``pid`` (only if it is the indexed page for ``h``)."""
         if self.by_hash.get(h) == pid:
             del self.by_hash[h]
+            self.table.remove(h)
+
+    def _keys(self, tokens: array[int], pages: int) -> tuple[np.ndarray, np.ndarray]:
+        """The request's first ``pages`` whole pages as rows, and their chain keys."""
+        rows = np.frombuffer(tokens, dtype=np.uint64, count=pages * self.page_size).reshape(pages, self.page_size)
+        return rows, chain_keys(rows)
 
     def nominal(self, tokens: Sequence[int], limit: int | None = None) -> NominalHit:
-        """The longest cached prefix of ``tokens`` (at most ``limit`` tokens)."""
+        """The longest cached prefix of ``tokens`` (at most ``limit`` tokens), every whole page verified."""
         c = self.page_size
         n = len(tokens) if limit is None else min(limit, len(tokens))
-        buf = memoryview(token_array(tokens)).cast("B")
-        digest = xxhash.xxh3_64_intdigest
-        h = ROOT_HASH
         full: list[int] = []
-        get, keep, step = self.by_hash.get, full.append, 8 * c
-        for k in range(0, (n // c) * step, step):  # byte offsets of the whole pages
-            h2 = digest(buf[k:k + step], h)
-            pid = get(h2)
-            if pid is None:
-                break
-            keep(pid)
-            h = h2
+        h, last, hit = ROOT_HASH, -1, None
+        if n >= c and self.by_hash:
+            rows, keys = self._keys(token_array(tokens), n // c)
+            ids = self.table.candidates(keys)
+            k = self.sealed.verified(ids, rows, self.scratch)
+            if k:
+                hit = ids[:k]
+                full = hit.tolist()
+                h, last = int(keys[k - 1]), full[-1]
         i = len(full) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
         first = rest[0] if rest else None
         for pid, stored in self.by_parent.get(h, {}).items() if rest else ():
-            if not stored or stored[0] != first:
+            if not stored or stored[0] != first or not self._continues(pid, last):
                 continue
             m = 0
             top = min(len(rest), len(stored))
@@ -112,20 +274,20 @@ class PrefixIndex:
             m = min(m, c - 1)
             if m > best_len:
                 best, best_len = pid, m
-        return NominalHit(tuple(full), best, best_len, i + best_len)
+        return NominalHit(tuple(full), best, best_len, i + best_len, hit)
+
+    def _continues(self, pid: int, last: int) -> bool:
+        """Whether page ``pid`` continues exactly the prefix ending with sealed page ``last``."""
+        parent = self.parent_of[pid]
+        if parent == last:
+            return True
+        return parent >= 0 and last >= 0 and bool(self.sealed.cls[parent] == self.sealed.cls[last])
 
     def chain(self, tokens: Sequence[int]) -> list[int]:
-        """The hash-only walk: page ids of the indexed whole-page prefix, nothing validated (the
-        benchmark's baseline)."""
-        c = self.page_size
-        buf = memoryview(token_array(tokens)).cast("B")
-        digest = xxhash.xxh3_64_intdigest
-        h = ROOT_HASH
-        out: list[int] = []
-        for i in range(0, len(tokens) - c + 1, c):
-            h = digest(buf[i * 8:(i + c) * 8], seed=h)
-            pid = self.by_hash.get(h)
-            if pid is None:
-                break
-            out.append(pid)
-        return out
+        """The hash-only walk: the same keys, one dict lookup each, up to the first key not indexed;
+        nothing verified (the benchmark's baseline)."""
+        n = len(tokens) // self.page_size
+        if not n:
+            return []
+        got = list(map(self.by_hash.get, self._keys(token_array(tokens), n)[1].tolist()))
+        return got[:got.index(None)] if None in got else got  # type: ignore[return-value]

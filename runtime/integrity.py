@@ -207,6 +207,10 @@ def _caches(m: CacheManager, problems: list[str]) -> None:
         rec = p.pages.find(pid)
         if rec is None or rec.hash != h:
             problems.append(f"index entry {h:x} points at page {pid}, which does not carry that hash")
+    problems.extend(p.index.table.problems(p.index.by_hash))
+    c = p.index.page_size
+    problems.extend(p.index.sealed.problems(
+        {pid: (rec.parent, rec.tokens) for pid, rec in p.pages.records.items() if len(rec.tokens) == c}))
     disk = p.storage.disk
     if disk is not None and disk.leftovers and m.metrics().extra.get("disk_leftover_files", 0) != len(disk.leftovers):
         problems.append(f"{len(disk.leftovers)} leftover disk files, not all counted")

@@ -53,26 +53,26 @@ class Lookups:
         self.search = HitSearch(lk, cspec.spec.lookup, cspec.constants, config.page_size)
         self.C = config.page_size
         self._names: dict[str, Any] = dict(cspec.constants)
+        self._weights = np.array([1 << k for k in range(len(self.objects))], dtype=np.int64)  # bit k of a mask
         self.states: RecurrentPart = NoRecurrentState()  # the recurrent part (parts.py wires it)
 
     # -- readiness --------------------------------------------------------------------------------
-    def masks(self, pids: Sequence[int], vector: bool = True) -> list[int]:
+    def masks(self, pids: Sequence[int] | np.ndarray, vector: bool = True) -> list[int]:
         """Readiness bits of each page (bit k: ``ready[objects[k]]`` holds)."""
         lk = self.cspec.lookup
         if vector and self.config.fast and len(pids) >= VECTOR_FROM:
             names = dict(self._names, p=np.asarray(pids, dtype=np.int64))
-            bits = np.zeros(len(pids), dtype=np.int64)
+            ready = np.empty((len(pids), len(self.objects)), dtype=np.uint8)
             for k, obj in enumerate(self.objects):
-                ok = np.broadcast_to(np.asarray(lk.vready[obj](names, self.store.varrays), dtype=bool), bits.shape)
-                bits |= ok.astype(np.int64) << k
-            return bits.tolist()  # type: ignore[no-any-return]
+                ready[:, k] = lk.vready[obj](names, self.store.varrays)
+            return (ready @ self._weights).tolist()  # type: ignore[no-any-return]
         names, arrays = self._names, self.store.arrays
-        ready = [lk.ready[obj] for obj in self.objects]
+        ready_fns = [lk.ready[obj] for obj in self.objects]
         out = []
-        for pid in pids:
+        for pid in pids.tolist() if isinstance(pids, np.ndarray) else pids:
             names["p"] = pid
             m = 0
-            for k, fn in enumerate(ready):
+            for k, fn in enumerate(ready_fns):
                 if fn(names, arrays):
                     m |= 1 << k
             out.append(m)
@@ -82,7 +82,7 @@ class Lookups:
     def probe(self, tokens: Sequence[int], limit: int | None) -> Probe:
         """Nominal and effective hit and what blocks the nominal one; changes nothing."""
         hit = self.index.nominal(tokens, limit)
-        masks = self.masks(hit.pages)
+        masks = self.masks(hit.page_ids())
         eff = self.search.effective(masks, hit.tokens)
         blocking = (frozenset(self.objects[k] for k, _ in self.search.blocking(masks, hit.tokens))
                     if eff < hit.tokens else frozenset())
@@ -96,7 +96,7 @@ class Lookups:
     def lookup(self, tokens: Sequence[int], limit: int | None, owner: str | None) -> LookupResult:
         """Miss, NeedsRecovery(plan) or Ready(lease) for the longest cached prefix of ``tokens``."""
         hit = self.index.nominal(tokens, limit)
-        masks = self.masks(hit.pages)
+        masks = self.masks(hit.page_ids())
         nominal = hit.tokens
         eff = self.search.effective(masks, nominal)
         blocking = ({self.objects[k] for k, _ in self.search.blocking(masks, nominal)} if eff < nominal else set())

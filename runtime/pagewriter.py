@@ -182,7 +182,7 @@ class PageWriter:
         block, pid, parent_hash = reader.block, rec.pid, rec.parent_hash
         block.append(pid)
         self.undo(lambda: _none(block.pop()))
-        self.index.add_child(parent_hash, pid, rec.tokens)
+        self.index.add_child(parent_hash, pid, rec.tokens, rec.parent)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
 
     def written(self, pending: list[Pending]) -> None:
@@ -227,6 +227,7 @@ class PageWriter:
         assert rec.hash is not None
         rec.meta.hash = rec.hash
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
+        self.index.seal(rec.pid, rec.parent, rec.tokens)
         self.index.add_sealed(rec.hash, rec.pid)
         self.seam.updated(rec)
 

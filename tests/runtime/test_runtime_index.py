@@ -1,0 +1,158 @@
+"""The prefix index: the vector chain keys equal the scalar seal hash, the key table mirrors its dict,
+and a hash collision never serves another prefix's pages."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from morphcache.runtime import CacheManager, Miss, NeedsRecovery, Ready, chainhash
+from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, chain_keys
+from morphcache.runtime.index import PrefixIndex
+from morphcache.runtime.keytable import KeyTable
+
+U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+TOKEN = st.one_of(st.integers(0, 70_000), U64, st.sampled_from([0, 1, (1 << 32) - 1, 1 << 32, (1 << 64) - 1]))
+
+
+@st.composite
+def pages(draw: st.DrawFn) -> tuple[int, list[list[int]]]:
+    c = draw(st.sampled_from([1, 2, 3, 5, 7, 16, 64]))
+    n = draw(st.integers(0, 9))
+    return c, [draw(st.lists(TOKEN, min_size=c, max_size=c)) for _ in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(pages(), U64)
+def test_vector_keys_equal_the_scalar_seal_hash(case: tuple[int, list[list[int]]], root: int) -> None:
+    c, rows = case
+    table = np.array(rows, dtype=np.uint64).reshape(len(rows), c)
+    keys = chain_keys(table, root).tolist()
+    h, want = root, []
+    for row in rows:
+        h = chain_hash(h, row)
+        want.append(h)
+    assert keys == want
+    weights = chainhash._weights(c)[0]
+    reference = [sum(t * w for t, w in zip(row, weights, strict=True)) % (1 << 64) for row in rows]
+    assert [chainhash.page_digest(row) for row in rows] == chainhash.page_digests(table).tolist() == reference
+
+
+def test_one_token_changed_changes_the_digest() -> None:
+    rng = random.Random(3)
+    for c in (1, 4, 16):
+        base = [rng.randrange(1 << 64) for _ in range(c)]
+        for j in range(c):
+            other = list(base)
+            other[j] = (other[j] + rng.randrange(1, 1 << 64)) % (1 << 64)
+            assert chainhash.page_digest(other) != chainhash.page_digest(base)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40), U64), max_size=300), st.integers(1, 3))
+def test_key_table_mirrors_a_dict(ops: list[tuple[bool, int, int]], bits: int) -> None:
+    """Adds and removes against a dict, with keys that share slots (a small table, keys equal but for
+    their top or low bits, key 0, the keys vacant slots hold)."""
+    table, ref = KeyTable(bits), {}
+    for pid, (add, pick, key) in enumerate(ops):
+        near = [0, 1 << 63, (pick << 58) | 5, (pick << 58) | 9, (3 << 58) | pick, ((pick ^ 1) << 62)]
+        key = near[pick % len(near)] % (1 << 64) if pick < 24 else key
+        if add and key not in ref:
+            table.add(key, pid)
+            ref[key] = pid
+        elif not add and key in ref:
+            table.remove(key)
+            del ref[key]
+    assert table.problems(ref) == []
+    probe = np.array(list(ref) + [0, 1, 2, (1 << 64) - 1], dtype=np.uint64)
+    assert table.find(probe).tolist() == [ref.get(int(k), -1) for k in probe.tolist()]
+
+
+def _constant_digest(monkeypatch: pytest.MonkeyPatch, value: int) -> None:
+    """Every page digest ``value``: the keys say only the depth, every key at a depth collides."""
+    monkeypatch.setattr(chainhash, "page_digest", lambda tokens: value)
+    monkeypatch.setattr(chainhash, "page_digests",
+                        lambda rows: np.full(len(rows), value, dtype=np.uint64))
+
+
+def test_a_page_with_the_right_tokens_after_another_prefix_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Page 1 holds the request's second page, but after a first page other than the hit's first page:
+    the hash-only walk takes it, the verified hit does not; the same for a partial page."""
+    _constant_digest(monkeypatch, 7)
+    index = PrefixIndex(2)
+    p, x, q = [1, 2], [3, 4], [5, 6]
+    k0 = chain_hash(ROOT_HASH, p)
+    k1 = chain_hash(k0, x)
+    assert chain_hash(ROOT_HASH, q) == k0  # the collision
+    index.seal(0, -1, p)
+    index.add_sealed(k0, 0)
+    index.seal(1, 0, x)
+    index.add_sealed(k1, 1)
+    index.seal(2, -1, q)  # q's page takes over the colliding entry
+    index.remove_sealed(k0, 0)
+    index.add_sealed(k0, 2)
+    assert index.chain(q + x) == [2, 1] and index.nominal(q + x).full == (2,)
+    assert index.chain(p + x) == [2, 1] and index.nominal(p + x).full == ()  # page 2 is not p
+    index.add_child(k0, 3, [3, 9], 0)  # continues page 0 (p), filed under the same hash
+    hit = index.nominal(q + [3])
+    assert (hit.full, hit.partial, hit.tokens) == ((2,), None, 2)
+    index.add_child(k0, 4, [3, 8], 2)  # continues page 2 (q)
+    hit = index.nominal(q + [3])
+    assert (hit.full, hit.partial, hit.tokens) == ((2,), 4, 3)
+    index.seal(5, 2, x)  # a page written twice: same tokens after the same prefix, one class
+    assert index.sealed.cls[5] != index.sealed.cls[1] and index.sealed.pcls[5] == index.sealed.cls[2]
+    index.remove_sealed(k1, 1)
+    index.add_sealed(k1, 5)
+    assert index.nominal(q + x).full == (2, 5)
+    index.forget(5)
+    assert index.sealed.problems({0: (-1, p), 1: (0, x), 2: (-1, q)}) == []
+
+
+def _prefix(m: CacheManager, pid: int) -> list[int]:
+    """The tokens of ``pid``'s whole chain, root first (what its KV was computed from)."""
+    chain = []
+    while pid >= 0:
+        rec = m.parts.pages.records[pid]
+        chain.append(list(rec.tokens))
+        pid = rec.parent
+    return [t for page in reversed(chain) for t in page]
+
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_colliding_keys_never_serve_another_prefix(make_manager: Callable[..., CacheManager],
+                                                   monkeypatch: pytest.MonkeyPatch, constant: bool) -> None:
+    """With every page digest a constant, every key at a depth collides: lookups of prompts sharing
+    pages at some depths, not whole prefixes, are served only what they really share."""
+    if constant:
+        _constant_digest(monkeypatch, 11)
+    m = make_manager(gpu_pages=64, pool_capacity=48, host_pages=32)
+    rng = random.Random(5)
+    vocab = [[rng.randrange(4) for _ in range(4)] for _ in range(3)]  # pages drawn from a few candidates
+    served = 0
+    for i in range(40):
+        prompt = [t for _ in range(rng.randrange(1, 6)) for t in rng.choice(vocab)] + [rng.randrange(4)]
+        res = m.lookup(prompt, owner=None)
+        if isinstance(res, NeedsRecovery):
+            m.recover(res.plan)
+            res = m.lookup(prompt, limit=res.plan.effective)
+        if isinstance(res, Ready):
+            lease = res.lease
+            for block, pid in enumerate(lease.pages):
+                assert _prefix(m, pid) == prompt[:4 * (block + 1)]
+            if lease.partial is not None:
+                assert list(lease.partial.tokens) == prompt[4 * len(lease.pages):lease.tokens]
+                assert _prefix(m, lease.partial.source)[:lease.tokens] == prompt[:lease.tokens]
+            served += lease.tokens
+            m.release(lease)
+        else:
+            assert isinstance(res, Miss)
+        m.register(f"s{i}", prompt)
+        if i % 3:
+            m.free(f"s{i}")
+        m.check_integrity()
+    assert served > 0
