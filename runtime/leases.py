@@ -42,10 +42,13 @@ class LeaseBook:
         return len(self.leases)
 
     def acquire(self, reader: ReaderRecord, full: tuple[int, ...], tokens: int,
-                partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
-        """Pin ``full`` (and the reader's own ``tail``) for ``reader``; the spec's refusal otherwise."""
+                partial: PartialSnapshot | None = None, tail: int | None = None, ids: np.ndarray | None = None
+                ) -> Lease:
+        """Pin ``full`` (``ids``: the same as an array, when at hand; and the reader's own ``tail``) for
+        ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
-        ids = np.fromiter(full, dtype=np.int64, count=len(full))
+        if ids is None:
+            ids = np.fromiter(full, dtype=np.int64, count=len(full))
         both = bool(full) and tail is not None  # one batch alone is all or nothing already
         with pipe.atomic() if both else nullcontext():
             if full:

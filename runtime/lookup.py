@@ -96,13 +96,14 @@ class Lookups:
     def lookup(self, tokens: Sequence[int], limit: int | None, owner: str | None) -> LookupResult:
         """Miss, NeedsRecovery(plan) or Ready(lease) for the longest cached prefix of ``tokens``."""
         hit = self.index.nominal(tokens, limit)
-        masks = self.masks(hit.page_ids())
+        ids = hit.page_ids()
+        masks = self.masks(ids)
         nominal = hit.tokens
         eff = self.search.effective(masks, nominal)
         blocking = ({self.objects[k] for k, _ in self.search.blocking(masks, nominal)} if eff < nominal else set())
         self.metrics.lookup(len(tokens), nominal, eff, blocking)
         self.seam.tick()
-        self.seam.accessed(hit.pages)
+        self.seam.accessed(ids)
         if nominal == 0:
             self.metrics.misses += 1
             return Miss()
@@ -119,23 +120,23 @@ class Lookups:
             return Miss(nominal, 0)
         reader = self.readers.named(owner) if owner is not None else self.readers.anonymous()
         try:
-            lease = self._lease(reader, hit, eff)
+            lease = self._lease(reader, hit, eff, ids)
         except BaseException:
             self.readers.retire_if_idle(reader)
             raise
         self.metrics.ready += 1
         return Ready(lease, nominal, self.states.path(hit.pages, eff, owner))
 
-    def _lease(self, reader: Any, hit: NominalHit, pos: int) -> Any:
+    def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: np.ndarray) -> Any:
         nfull = pos // self.C
-        full = tuple(hit.pages[:nfull])
+        full = hit.full[:nfull]
         partial = None
         if pos % self.C:
-            src = hit.pages[nfull]
+            src = int(ids[nfull])
             rec = self.pages.get(src)
             n = pos % self.C
             partial = PartialSnapshot(nfull, src, tuple(rec.tokens[:n]), self.storage.data.read_prefix(rec.gpu_slot, n))
-        return self.leases.acquire(reader, full, pos, partial)
+        return self.leases.acquire(reader, full, pos, partial, ids=ids[:nfull])
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:
