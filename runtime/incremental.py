@@ -213,7 +213,14 @@ class Incremental:
         saved_r, saved_p = self.names.get("r"), self.names.get("p")
         ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
         by_reader: dict[Any, list[int]]
-        if isinstance(r, np.ndarray):
+        if isinstance(r, np.ndarray) and all(act[2] for act in actions):
+            # true bodies stay true: only the failing readers' firings are looked at (a decode step)
+            by_reader = {}
+            for rid in set().union(*(act[0].failing for act in actions)):
+                at = np.flatnonzero(r == rid)
+                if len(at):
+                    by_reader[rid] = [ps[i] for i in at.tolist()]
+        elif isinstance(r, np.ndarray):
             by_reader = {}
             for rid, pid in zip(r.tolist(), ps, strict=True):
                 by_reader.setdefault(rid, []).append(pid)
