@@ -93,7 +93,7 @@ class PolicySeam:
         else:
             idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
             if listed is None:
-                listed = pids.tolist() if isinstance(pids, np.ndarray) else pids if isinstance(pids, list) else list(pids)
+                listed = pids.tolist() if isinstance(pids, np.ndarray) else list(pids)
             metas = self.pages.metas_of(listed, idx)
             holders[idx] += delta
             hit = holders[idx] == edge
