@@ -170,7 +170,7 @@ class VectorFiring:
             return
         pids = self.p if len(idx) == self.count else self.p[idx]
         rids = None if self.r is None else (self.r if plan.shape == "one" else self.r[idx])
-        pid_list = pids.tolist() if isinstance(rids, np.ndarray) else None  # many readers: one write a pair
+        pid_list = pids.tolist() if isinstance(rids, np.ndarray) and plan.pair_writes else None  # one write a pair
         if pipe.sources[ev.name] != {ev.target} or ev.owner in pipe.watchers:  # else every owner is at the
             pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)  # target already: no change
         for eff, value in zip(ev.effects, values, strict=True):
