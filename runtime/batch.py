@@ -100,12 +100,13 @@ class VectorFiring:
             value = np.asarray(eff.vfn(n, moved if klass == AFFINE else pre))
             if value.shape != (self.count,):
                 value = np.broadcast_to(value, (self.count,))
-            inside = np.ones(self.count, dtype=bool)
-            if lo is not None:
-                inside &= value >= lo
-            if hi is not None:
-                inside &= value <= hi
-            ok &= inside
+            if (lo is not None and value.min() < lo) or (hi is not None and value.max() > hi):  # some out
+                inside = np.ones(self.count, dtype=bool)
+                if lo is not None:
+                    inside &= value >= lo
+                if hi is not None:
+                    inside &= value <= hi
+                ok &= inside
             values.append(value)
         if atomic and not ok.all():
             return self._refuse()
@@ -169,8 +170,9 @@ class VectorFiring:
             return
         pids = self.p if len(idx) == self.count else self.p[idx]
         rids = None if self.r is None else (self.r if plan.shape == "one" else self.r[idx])
-        pid_list = pids.tolist() if isinstance(rids, np.ndarray) else None  # many readers: one write a pair
-        pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)
+        pid_list = pids.tolist() if isinstance(rids, np.ndarray) and plan.pair_writes else None  # one write a pair
+        if pipe.sources[ev.name] != {ev.target} or ev.owner in pipe.watchers:  # else every owner is at the
+            pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)  # target already: no change
         for eff, value in zip(ev.effects, values, strict=True):
             if eff.scope == "reader" and plan.shape == "one":
                 pipe.write_many(eff.target, "reader", rids, None, int(value[-1]))

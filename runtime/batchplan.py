@@ -48,6 +48,7 @@ class Plan:
     effects: tuple[str, ...]
     affine: dict[str, int]  # reader variable -> its increment per firing (shape "one")
     ends: bool = False  # repeat: every affine conjunct convex and effect linear in k (see ``_ends``)
+    pair_writes: bool = True  # the owner or an effect is per (reader, page): written one pair at a time
 
     @property
     def independent(self) -> bool:
@@ -182,7 +183,8 @@ class BatchPlanner:
         ends = page and all(self._convex(c.expr, affine) for c, k in zip(ev.conjuncts, conj, strict=True)
                             if k == AFFINE) \
             and all(self._linear(e.expr, affine) for e, k in zip(ev.effects, effs, strict=True) if k == AFFINE)
-        return Plan(shape, conj, effs, affine, ends)  # type: ignore[arg-type]
+        pairs = any(scope not in ("page", "reader") for scope in (ev.scope, *(e.scope for e in ev.effects)))
+        return Plan(shape, conj, effs, affine, ends, pairs)  # type: ignore[arg-type]
 
     # -- repeats decided at their ends ----------------------------------------------------------------
     # Repeating on one page, an affine read is x + k * c at the k-th firing.  An expression linear in k

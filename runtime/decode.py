@@ -58,7 +58,9 @@ class DecodeStep:
         """Write ``tokens[i]`` at the frontier of ``readers[i]`` (distinct readers) by kind; returns the
         indices of the sequences left to append one by one."""
         n, c = len(readers), self.C
-        rids = np.fromiter(map(_RID, readers), dtype=np.int64, count=n)
+        rids = getattr(readers, "rids", None)
+        if rids is None:
+            rids = np.fromiter(map(_RID, readers), dtype=np.int64, count=n)
         front = self.store.rvecs[FRONTIER][rids]
         fill = front % c
         room = front < self.config.max_sequence_tokens
@@ -144,10 +146,10 @@ class DecodeStep:
                     self.storage.data.write_tokens(rec.gpu_slot, rec.depth, offset, (token,))
             else:
                 many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=len(recs)), self.store.vecs[DEPTH][pids],
-                     offsets, np.asarray(toks, dtype=np.uint64))
+                     offsets, np.fromiter(toks, dtype=np.uint64, count=len(toks)))
             for rec in opened:
                 rec.meta.tokens = 1
-            seam.accessed(plist)
+            seam.accessed(pids, plist)
 
         if k:
             writer.transaction(events, after)

@@ -211,9 +211,19 @@ class Incremental:
         if not actions:  # nothing tracked, or only true values the event keeps true
             return
         saved_r, saved_p = self.names.get("r"), self.names.get("p")
-        ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
+        keep = isinstance(r, np.ndarray) and isinstance(p, np.ndarray) and all(act[2] for act in actions)
+        if keep and all(act[1] != "page" for act in actions):
+            ps: list[int] = []  # unread: only the failing readers' pages are
+        else:
+            ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
         by_reader: dict[Any, list[int]]
-        if isinstance(r, np.ndarray):
+        if keep:  # true bodies stay true: only the failing readers' firings are looked at (a decode step)
+            by_reader = {}
+            for rid in set().union(*(act[0].failing for act in actions)):
+                hit = r == rid
+                if hit.any():
+                    by_reader[rid] = p[hit].tolist()
+        elif isinstance(r, np.ndarray):
             by_reader = {}
             for rid, pid in zip(r.tolist(), ps, strict=True):
                 by_reader.setdefault(rid, []).append(pid)

@@ -86,12 +86,16 @@ class ReaderTable:
 
     def sequence_many(self, names: list[str]) -> list[ReaderRecord]:
         """``sequence`` of each of ``names`` (a decode step's): one pass over the names and one vector
-        read of their states; UnknownSequenceError for the first that is not a live sequence."""
-        recs = list(map(self.by_name.get, names))
-        if None not in recs:
+        read of their states (the readers come back as a ``StepReaders``, their ids with them);
+        UnknownSequenceError for the first that is not a live sequence."""
+        recs = StepReaders(map(self.by_name.get, names))  # type: ignore[arg-type]  # None: no such name
+        try:
             rids = np.fromiter(map(_RID, recs), dtype=np.int64, count=len(recs))
-            if bool((self.store.rvecs[SEQ][rids] == self._active).all()):
-                return recs  # type: ignore[return-value]
+        except AttributeError:  # some name is no live sequence's
+            rids = None
+        if rids is not None and bool((self.store.rvecs[SEQ][rids] == self._active).all()):
+            recs.rids = rids
+            return recs
         return [self.sequence(name) for name in names]
 
     def sequences(self) -> list[ReaderRecord]:
@@ -122,6 +126,12 @@ class ReaderTable:
             return "no reader"
         rec = self.by_rid.get(rid)
         return repr(rec) if rec is not None else f"reader #{rid}"
+
+
+class StepReaders(list[ReaderRecord]):
+    """The readers of a decode step, in order, with ``rids`` their ids as an int64 array (read once)."""
+
+    rids: np.ndarray | None = None
 
 
 _RID = attrgetter("rid")

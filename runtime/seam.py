@@ -51,9 +51,9 @@ class PolicySeam:
         rec.meta.created = rec.meta.last_use = self.now
         self.policy.on_insert(rec.meta)
 
-    def accessed(self, pids: Sequence[int] | np.ndarray) -> None:
+    def accessed(self, pids: Sequence[int] | np.ndarray, listed: list[int] | None = None) -> None:
         """Pages were hit by a lookup, read or written at the current tick (distinct ids; a list or an
-        int64 array)."""
+        int64 array, ``listed`` the same as a list when the caller has one)."""
         if not len(pids):
             return
         now = self.now
@@ -69,7 +69,8 @@ class PolicySeam:
             idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
             cols.last_use[idx] = now
             cols.uses[idx] += 1
-        listed = pids.tolist() if isinstance(pids, np.ndarray) else pids
+        if listed is None:
+            listed = pids.tolist() if isinstance(pids, np.ndarray) else pids if isinstance(pids, list) else list(pids)
         self.policy.on_access_many(self.pages.metas_of(listed, idx), now)
 
     def updated(self, rec: PageRecord) -> None:

@@ -31,6 +31,7 @@ def checksum(data: bytes) -> int:
 
 
 _PACK = struct.Struct("<II").pack
+_LOW, _MIX, _HIGH = np.uint64(0xFFFFFFFF), np.uint64(2654435761), np.uint64(32)
 
 
 def token_payload(token: int, position: int) -> bytes:
@@ -92,6 +93,7 @@ class MemoryPageStore:
         self.page_bytes = page_size * TOKEN_BYTES
         self.buf = np.zeros((slots, self.page_bytes), dtype=np.uint8)
         self.words = self.buf.view(np.uint32).reshape(slots, page_size, 2)
+        self.entries = self.buf.view("<u8").reshape(slots, page_size)  # one token entry a word
         self.used = np.zeros(slots, dtype=bool)
         self.generations = [0] * slots
         self.compressed = [False] * slots
@@ -124,11 +126,11 @@ class MemoryPageStore:
                           tokens: np.ndarray) -> None:
         """One token into each of many slots: ``tokens[i]`` at ``offsets[i]`` of the page at block
         ``depths[i]`` in ``slots[i]`` (the payload ``token_payload`` gives, column-wise)."""
-        tok = tokens.astype(np.uint64)
+        tok = tokens.astype(np.uint64, copy=False)
         pos = (depths * self.page_size + offsets).astype(np.uint64)
         self.used[slots] = True
-        self.words[slots, offsets, 0] = (tok & 0xFFFFFFFF).astype(np.uint32)
-        self.words[slots, offsets, 1] = ((pos * np.uint64(2654435761) + tok) & 0xFFFFFFFF).astype(np.uint32)
+        # both little-endian words of each entry in one 64-bit write: low = token, high = position mix
+        self.entries[slots, offsets] = (tok & _LOW) | (((pos * _MIX + tok) & _LOW) << _HIGH)
 
     def compress(self, slot: int) -> None:
         """Mark the slot's compressed entry as built (no tensors in this store)."""
