@@ -297,7 +297,8 @@ class StateStore:
         found = table.get(rid)
         known = view.known(rid) if rid in view.rows else None
         olds: np.ndarray | None = None
-        if not found and not lazy:
+        fresh = not found and not lazy
+        if fresh:
             if isinstance(values, int) and values == init:
                 return  # every entry is initial already: nothing written, nothing to undo
             olds = np.full(n, init, dtype=np.int64)
@@ -319,8 +320,9 @@ class StateStore:
                 view.keep(rid, np.asarray(pids, dtype=np.int64), values if isinstance(values, int)
                           else np.asarray(values, dtype=np.int64), only=True)
             rev = self.rev.get(name)
-            if rev is not None:
-                rev.reindex(rid, pids, olds, values, init)
+            if rev is not None and fresh != cleared:  # a row's arrays hold no initial value: all or none
+                page_ids = np.asarray(pids, dtype=np.int64)     # of its pages change holder
+                (rev.hold_many if fresh else rev.unhold_many)(page_ids, rid)
             return
         view.forget(rid)
         row: dict[int, int] = table.setdefault(rid, {})
