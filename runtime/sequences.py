@@ -15,11 +15,12 @@ leaves everything as it was, bytes written once the events commit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
-from .binding import LPIN, POOL, TAIL
+from .binding import BLOCK, LPIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
 from .decode import DecodeStep
@@ -80,8 +81,8 @@ class Sequences:
     def free(self, reader: ReaderRecord) -> None:
         """End the sequence: every page leaves its block table (``detach``), then ``free``; its sealed
         pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay."""
-        block = list(reader.block)
-        pids = np.asarray(block, dtype=np.int64)
+        block = reader.block
+        pids = self._block_ids(reader)
 
         def events(pending: list[Pending]) -> None:
             if block:
@@ -95,13 +96,24 @@ class Sequences:
         self.seam.holders(pids, -1, block)
         if self.config.auto_admit and block:
             store = self.store
-            sealed = np.isin(store.vecs[TAIL][pids], self._sealed_codes) & (store.vecs[POOL][pids] != self._pooled)
+            tails = store.vecs[TAIL][pids]
+            sealed = functools.reduce(np.logical_or, [tails == code for code in self._sealed_codes])
+            sealed &= store.vecs[POOL][pids] != self._pooled
             for pid in pids[sealed].tolist():
                 if pid in records:
                     self.morph.admit(pid)
         if block:
             self.collector.collect_many(pids[::-1])
         self.readers.retire_if_idle(reader)
+
+    def _block_ids(self, reader: ReaderRecord) -> np.ndarray:
+        """The reader's block table as an array: its ``block`` row's pages when the row is kept in
+        array form (an attached prefix and the pages opened after it, in block order), else converted."""
+        block = reader.block
+        ids = self.store.pages_array((BLOCK,), reader.rid)
+        if len(ids) == len(block) and (not block or (ids[0] == block[0] and ids[-1] == block[-1])):
+            return ids
+        return np.fromiter(block, dtype=np.int64, count=len(block))
 
     # -- append -----------------------------------------------------------------------------------
     def append(self, reader: ReaderRecord, tokens: Sequence[int], types: Spans = None) -> int:
