@@ -57,15 +57,16 @@ class Lookups:
         self.states: RecurrentPart = NoRecurrentState()  # the recurrent part (parts.py wires it)
 
     # -- readiness --------------------------------------------------------------------------------
-    def masks(self, pids: Sequence[int] | np.ndarray, vector: bool = True) -> list[int]:
-        """Readiness bits of each page (bit k: ``ready[objects[k]]`` holds)."""
+    def masks(self, pids: Sequence[int] | np.ndarray, vector: bool = True) -> Any:
+        """Readiness bits of each page (bit k: ``ready[objects[k]]`` holds): an int64 array from the
+        vector backend, a list of ints from the closures."""
         lk = self.cspec.lookup
         if vector and self.config.fast and len(pids) >= VECTOR_FROM:
             names = dict(self._names, p=np.asarray(pids, dtype=np.int64))
             ready = np.empty((len(pids), len(self.objects)), dtype=np.uint8)
             for k, obj in enumerate(self.objects):
                 ready[:, k] = lk.vready[obj](names, self.store.varrays)
-            return (ready @ self._weights).tolist()  # type: ignore[no-any-return]
+            return (ready @ self._weights).astype(np.int64)
         names, arrays = self._names, self.store.arrays
         ready_fns = [lk.ready[obj] for obj in self.objects]
         out = []

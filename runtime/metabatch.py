@@ -24,17 +24,26 @@ if TYPE_CHECKING:
 
 class MetaBatch(Sequence["PageMeta"]):
     """Pages ``pages`` (distinct ids, in the step's order) and ``lookup``, id -> its PageMeta;
-    ``ids`` the same pages as an array when the step has one."""
+    ``ids`` the same pages as an array when the step has one (then the list is made only if read)."""
 
-    __slots__ = ("pages", "lookup", "ids")
+    __slots__ = ("_pages", "lookup", "ids")
 
-    def __init__(self, pages: list[int], lookup: Callable[[int], PageMeta], ids: np.ndarray | None = None) -> None:
-        self.pages = pages
+    def __init__(self, pages: list[int] | None, lookup: Callable[[int], PageMeta],
+                 ids: np.ndarray | None = None) -> None:
+        assert pages is not None or ids is not None
+        self._pages = pages
         self.lookup = lookup
         self.ids = ids
 
+    @property
+    def pages(self) -> list[int]:
+        """The page ids as a list."""
+        if self._pages is None:
+            self._pages = self.ids.tolist()  # type: ignore[union-attr]
+        return self._pages
+
     def __len__(self) -> int:
-        return len(self.pages)
+        return len(self.ids) if self._pages is None else len(self._pages)  # type: ignore[arg-type]
 
     @overload
     def __getitem__(self, i: int) -> PageMeta: ...

@@ -108,10 +108,10 @@ class PageDirectory:
             col[pid] = 0
         return LivePageMeta(self.cols, pid, depth, **kwargs)
 
-    def metas_of(self, pids: Iterable[int], ids: np.ndarray | None = None) -> MetaBatch:
-        """The PageMeta of each of ``pids`` (live pages; ``ids`` the same as an array), each built when
-        it is read."""
-        return MetaBatch(list(pids), self.metas.__getitem__, ids)
+    def metas_of(self, pids: Iterable[int] | None, ids: np.ndarray | None = None) -> MetaBatch:
+        """The PageMeta of each of ``pids`` (live pages; ``ids`` the same as an array, ``pids`` None
+        when only the array is at hand), each built when it is read."""
+        return MetaBatch(None if pids is None else list(pids), self.metas.__getitem__, ids)
 
     def __len__(self) -> int:
         return len(self.records)

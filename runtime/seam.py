@@ -69,8 +69,8 @@ class PolicySeam:
             idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
             cols.last_use[idx] = now
             cols.uses[idx] += 1
-        if listed is None:
-            listed = pids.tolist() if isinstance(pids, np.ndarray) else pids if isinstance(pids, list) else list(pids)
+        if listed is None and idx is None:
+            listed = pids if isinstance(pids, list) else list(pids)
         self.policy.on_access_many(self.pages.metas_of(listed, idx), now)
 
     def updated(self, rec: PageRecord) -> None:
@@ -92,12 +92,10 @@ class PolicySeam:
             crossed = self.pages.metas_of([pid for pid in metas.pages if holders[pid] == edge])
         else:
             idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
-            if listed is None:
-                listed = pids.tolist() if isinstance(pids, np.ndarray) else list(pids)
             metas = self.pages.metas_of(listed, idx)
             holders[idx] += delta
             hit = holders[idx] == edge
-            crossed = metas if hit.all() else self.pages.metas_of(idx[hit].tolist(), idx[hit])
+            crossed = metas if hit.all() else self.pages.metas_of(None, idx[hit])
         self.policy.on_holders_many(metas, crossed)
 
     def moved(self, rec: PageRecord, tier: str) -> None:

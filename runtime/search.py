@@ -22,8 +22,10 @@ evaluates ``needed`` at every position (slow, exact).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from morphcache.spec.model import Lookup
 
@@ -153,7 +155,12 @@ class HitSearch:
         pending = list(self._upward)
         if pending:
             bits = self._upward_bits
-            for p, mask in enumerate(masks):
+            if isinstance(masks, np.ndarray):  # only the pages not ready for an upward object, found at once
+                failing: Iterable[int] = np.flatnonzero((masks & bits) != bits).tolist()
+            else:
+                failing = range(npages)
+            for p in failing:
+                mask = int(masks[p])
                 if mask & bits != bits:
                     for item in pending[:]:
                         k, lo = item
@@ -171,8 +178,8 @@ class HitSearch:
             changed = False
             top = (x - self.min_lo) // c
             bottom = max(0, (x - self._max_hi) // c)
-            for p in range(top, bottom - 1, -1):
-                mask = masks[p] if p < npages else 0
+            for p in self._unready(masks, top, bottom):
+                mask = int(masks[p]) if p < npages else 0
                 if mask == full:
                     continue
                 base = p * c
@@ -181,6 +188,16 @@ class HitSearch:
                         x = base + lo - 1
                         changed = True
         return max(x, 0)
+
+    def _unready(self, masks: Sequence[int], top: int, bottom: int) -> Iterable[int]:
+        """Blocks ``top`` down to ``bottom`` whose mask may not be full (those past the chain: none is
+        ready), every block when the masks are a list."""
+        if not isinstance(masks, np.ndarray) or top < bottom:
+            return range(top, bottom - 1, -1)
+        n = len(masks)
+        past = list(range(top, max(n, bottom) - 1, -1))
+        inside = np.flatnonzero(masks[bottom:min(top, n - 1) + 1] != self.full) + bottom
+        return past + inside[::-1].tolist()
 
     def _effective_sorted(self, masks: Sequence[int], nominal: int) -> int:
         """The same answer from the sorted union of every forbidden interval."""
@@ -191,8 +208,12 @@ class HitSearch:
         forbidden: list[Interval] = []
         nobj = len(self.objects)
         profiles = [self.profiles[o] for o in self.objects]
-        for p in range(last + 1):
-            mask = masks[p] if p < len(masks) else 0
+        if isinstance(masks, np.ndarray):  # only the pages not ready for every object, found at once
+            pages: Iterable[int] = np.flatnonzero(masks[:last + 1] != full).tolist() + list(range(len(masks), last + 1))
+        else:
+            pages = range(last + 1)
+        for p in pages:
+            mask = int(masks[p]) if p < len(masks) else 0
             if mask == full:
                 continue
             base = p * c

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -158,3 +159,5 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     nominal = data.draw(st.integers(0, len(masks) * key[0]))
     assert search.profiles is not None
     assert search.effective(masks, nominal) == search.brute(masks, nominal)
+    # the vector backend hands the masks over as an array: the same answer
+    assert search.effective(np.asarray(masks, dtype=np.int64), nominal) == search.brute(masks, nominal)
