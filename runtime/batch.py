@@ -16,6 +16,7 @@ fired again one by one, so its refusal is exactly a single firing's.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -85,8 +86,9 @@ class VectorFiring:
             ok = np.full(self.count, pipe.owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:
             sources = pipe.sources[ev.name]
-            ok = self._owner_codes() == next(iter(sources)) if len(sources) == 1 else \
-                np.isin(self._owner_codes(), np.fromiter(sources, dtype=np.int64))
+            codes = self._owner_codes()  # a few source states: one comparison each (isin's fixed cost is more)
+            ok = functools.reduce(np.logical_or, [codes == s for s in sources]) if len(sources) <= 4 else \
+                np.isin(codes, np.fromiter(sources, dtype=np.int64))
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
             if klass == ONCE or (repeat and klass == PRE):
                 first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
@@ -178,7 +180,7 @@ class VectorFiring:
                 pipe.write_many(eff.target, "reader", rids, None, int(value[-1]))
                 continue
             vals = value if len(idx) == self.count else value[idx]
-            if len(vals) > 8 and vals[0] == vals[-1] and vals.min() == vals.max():
+            if eff.scope != "page" and len(vals) > 8 and vals[0] == vals[-1] and vals.min() == vals.max():
                 pipe.write_many(eff.target, eff.scope, rids, pids, int(vals[0]), pid_list)  # one value for all
             else:
                 pipe.write_many(eff.target, eff.scope, rids, pids, vals, pid_list)
