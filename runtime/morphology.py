@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import pipeline
-from .binding import COMPRESSED, POOL, WINDOW
+from .binding import COMPRESSED, DEPTH, FRONTIER, POOL, WINDOW
 from .collect import Collector
 from .config import RuntimeConfig
 from .errors import GuardRefused
@@ -161,6 +161,8 @@ class Morphology:
             rest = np.fromiter(block[reader.slide_next:-1], dtype=np.int64, count=len(block) - 1 - reader.slide_next)
             live = np.flatnonzero(store.vecs[WINDOW][rest] == self._live)
             reader.slide_next += int(live[0]) if len(live) else len(rest)
+        if len(block) - 1 - reader.slide_next >= pipeline.VECTOR_FROM:  # many windows behind: a batch first
+            slid += self._slide_batch(reader)
         while reader.slide_next < len(block) - 1:
             pid = block[reader.slide_next]
             if store.page(WINDOW, pid) == self._live:
@@ -170,6 +172,26 @@ class Morphology:
                 slid += 1
             reader.slide_next += 1
         return slid
+
+    def _slide_batch(self, reader: ReaderRecord) -> int:
+        """The live windows of the reader's block from ``slide_next`` that its own frontier has left W
+        tokens behind, up to the first it has not: ``slide`` as one batch over them, all or none (a
+        refusal, another holder or a pin, leaves them to ``auto_slide``'s one-by-one walk, which the
+        batch only shortens: it stops where the walk would look next).  How many slid."""
+        block, store, c = reader.block, self.store, self.config.page_size
+        first = reader.slide_next
+        rest = np.fromiter(block[first:-1], dtype=np.int64, count=len(block) - 1 - first)
+        behind = (store.vecs[DEPTH][rest] + 1) * c + self.config.window <= store.reader(FRONTIER, reader.rid)
+        end = len(rest) if behind.all() else int(np.argmin(behind))
+        live = store.vecs[WINDOW][rest[:end]] == self._live
+        pids = rest[:end][live]
+        if len(pids):
+            try:
+                self.pipe.fire_batch("slide", None, pids, distinct=True)
+            except GuardRefused:
+                return 0
+        reader.slide_next = first + end
+        return len(pids)
 
     def slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for every live window of the reader but its last page; how many slid."""
