@@ -5,9 +5,12 @@ Token and page arithmetic (C = page size)::
     tokens     0 .......... C-1 | C ......... 2C-1 | 2C ..... frontier-1 |
     blocks     [    page 0     ][     page 1      ][  page 2 (filling)  ]
     events     open(r, p) at a page boundary, append(r, p) per token (one repeat batch for a run),
-               seal(r, p) on a page's last token, then slide proposals for windows left behind
-    after      the bytes go to the data plane; sealed pages are hashed into the index, compressed,
-               indexed and admitted (proposals the spec decides)
+               seal(r, p) on a page's last token, in page order (an open needs the frontier the
+               previous seal reached); after the write's last seal, slide proposals for the windows
+               left behind (one batch when many)
+    after      in bulk over the pages written: the bytes to the data plane (one call), the policy
+               told (one tick), the records; the sealed pages hashed into the index, compressed,
+               indexed and admitted (proposals the spec decides, batches over them)
 
 Room is made before a transaction starts (a full GPU pool moves the policy's victims, never the
 sequence's own pages); inside it only spec events and what undoes exactly with them happen (an
