@@ -27,6 +27,7 @@ when it is built: ``Pipeline.watch`` drops the plans built so far.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import CodeType
 from typing import Any
@@ -47,6 +48,7 @@ def _ids(n: Any, domain: str, bound: dict[str, Any] | None = None) -> Any:
     return range(ids) if isinstance(ids, int) else ids
 
 
+@functools.lru_cache(maxsize=4096)
 def _inline(e: Any) -> str:
     """The generated source of a compiled expression, reading the event's reader and page from the
     plan's arguments (the names hold the same values: the plan bound them first)."""
