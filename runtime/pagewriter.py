@@ -239,16 +239,9 @@ class PageWriter:
         for rec, fill, toks, _ in pending:
             write(rec.gpu_slot, rec.depth, fill, toks)
 
-    def sealed(self, rec: PageRecord) -> None:
-        """A page took its last token (committed): its hash into the index, morphology proposed."""
-        self._index_sealed(rec)
-        if self.config.auto_compress:
-            self.morph.maintain(rec.pid)
-        elif self.config.auto_admit:
-            self.morph.admit(rec.pid)
-
     def sealed_many(self, recs: list[PageRecord]) -> None:
-        """``sealed`` for many pages, the morphology proposed event by event over them."""
+        """Pages that took their last token (committed): their hashes into the index, then their
+        morphology proposed, each proposal one batch over them (``Morphology.maintain_many``)."""
         for rec in recs:
             self._index_sealed(rec)
         pids = list(map(_PID, recs))
