@@ -27,7 +27,9 @@ when it is built: ``Pipeline.watch`` drops the plans built so far.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
 from morphcache.spec.pycode import source
@@ -46,6 +48,7 @@ def _ids(n: Any, domain: str, bound: dict[str, Any] | None = None) -> Any:
     return range(ids) if isinstance(ids, int) else ids
 
 
+@functools.lru_cache(maxsize=4096)
 def _inline(e: Any) -> str:
     """The generated source of a compiled expression, reading the event's reader and page from the
     plan's arguments (the names hold the same values: the plan bound them first)."""
@@ -161,8 +164,14 @@ def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan |
     return _compile("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]
 
 
+_CODE: dict[tuple[str, str], CodeType] = {}  # plan source -> its code, shared by every manager of the process
+
+
 def _compile(fn: str, args: str, body: list[str], scope: dict[str, Any], event: str) -> Callable[..., Any]:
     text = f"def {fn}({args}):\n" + "".join(f"    {line}\n" for line in body)
-    exec(compile(text, f"<plan {event}>", "exec"), scope)  # noqa: S102 - source generated from the compiled event
+    code = _CODE.get((text, event))
+    if code is None:
+        code = _CODE[(text, event)] = compile(text, f"<plan {event}>", "exec")
+    exec(code, scope)  # noqa: S102 - source generated from the compiled event
     out: Callable[..., Any] = scope[fn]
     return out

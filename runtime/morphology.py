@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import pipeline
-from .binding import COMPRESSED, POOL, WINDOW
+from .binding import COMPRESSED, DEPTH, FRONTIER, PIN, POOL, WINDOW
 from .collect import Collector
 from .config import RuntimeConfig
 from .errors import GuardRefused
@@ -106,23 +106,33 @@ class Morphology:
         self._propose("finish_compress", pids)
         self._propose("build_index", [pid for pid in pids if self._stale_index(pid)])
         if self.config.auto_admit:
-            for pid in pids:
-                if self.store.page(POOL, pid) != self._pooled:
-                    self.admit(pid)
+            pool = self.store.vecs[POOL]
+            for pid in self._propose("admit", [pid for pid in pids if pool[pid] != self._pooled], missed=True):
+                self.admit(pid)  # refused as it stood: the pool may be full (evict the policy's victim first)
         if self.config.release_tails:
             self._propose("release_tail", pids)
 
-    def _propose(self, event: str, pids: list[int]) -> list[int]:
-        """Fire ``event`` on those of ``pids`` the spec allows it for (one batch, or each alone when the
-        batch is too short for the vector backend); returns them."""
+    def _propose(self, event: str, pids: list[int], missed: bool = False) -> list[int]:
+        """Fire ``event`` on each of ``pids`` in order where the spec allows it (when there are many, one
+        batch of firings each decided on its own: the pipeline's vector backend when the planner finds
+        them independent, else each alone, seeing the ones before); returns those that fired (``missed``:
+        those that did not)."""
         pipe = self.pipe
-        ok = [pid for pid in pids if pipe.allowed(event, None, pid)]
-        if len(ok) >= pipeline.VECTOR_FROM:
-            pipe.fire_batch(event, None, np.fromiter(ok, dtype=np.int64, count=len(ok)), distinct=True)
-        else:
-            for pid in ok:
+        if len(pids) >= pipeline.VECTOR_FROM:
+            fired = pipe.fire_batch(event, None, np.fromiter(pids, dtype=np.int64, count=len(pids)), atomic=False,
+                                    distinct=True)
+            if fired.all():
+                return [] if missed else pids
+            return [pid for pid, ok in zip(pids, fired.tolist(), strict=True) if ok != missed]
+        out = []
+        for pid in pids:
+            if pipe.allowed(event, None, pid):
                 pipe.fire(event, None, pid)
-        return ok
+                if not missed:
+                    out.append(pid)
+            elif missed:
+                out.append(pid)
+        return out
 
     def _stale_index(self, pid: int) -> bool:
         store = self.store
@@ -161,6 +171,8 @@ class Morphology:
             rest = np.fromiter(block[reader.slide_next:-1], dtype=np.int64, count=len(block) - 1 - reader.slide_next)
             live = np.flatnonzero(store.vecs[WINDOW][rest] == self._live)
             reader.slide_next += int(live[0]) if len(live) else len(rest)
+        if len(block) - 1 - reader.slide_next >= pipeline.VECTOR_FROM:  # many windows behind: a batch first
+            slid += self._slide_batch(reader)
         while reader.slide_next < len(block) - 1:
             pid = block[reader.slide_next]
             if store.page(WINDOW, pid) == self._live:
@@ -170,6 +182,35 @@ class Morphology:
                 slid += 1
             reader.slide_next += 1
         return slid
+
+    def _slide_batch(self, reader: ReaderRecord) -> int:
+        """The live windows of the reader's block from ``slide_next`` up to the first one the walk would
+        stop at as far as can be told without the guard (its own frontier not W tokens past it, another
+        holder, a pin): ``slide`` as one batch over them, all or none.  A refusal leaves them to
+        ``auto_slide``'s one-by-one walk, which the batch only shortens (it resumes where the walk would
+        look next, and decides the window it stops at).  How many slid."""
+        block, store = reader.block, self.store
+        first = reader.slide_next
+        rest = np.fromiter(block[first:-1], dtype=np.int64, count=len(block) - 1 - first)
+        live = store.vecs[WINDOW][rest] == self._live
+        stop = live & ~self.may_slide(reader, rest)
+        end = int(np.argmax(stop)) if stop.any() else len(rest)
+        pids = rest[:end][live[:end]]
+        if len(pids):
+            try:
+                self.pipe.fire_batch("slide", None, pids, distinct=True)
+            except GuardRefused:
+                return 0
+        reader.slide_next = first + end
+        return len(pids)
+
+    def may_slide(self, reader: ReaderRecord, pids: np.ndarray) -> np.ndarray:
+        """Whether each of the reader's pages ``pids`` looks slidable (a guess the guard then decides):
+        the reader's frontier W tokens past it, no other holder, no pin."""
+        store = self.store
+        frontier = store.reader(FRONTIER, reader.rid)
+        fits = (store.vecs[DEPTH][pids] + 1) * self.config.page_size + self.config.window <= frontier
+        return fits & (self.pages.cols.holders[pids] <= 1) & (store.vecs[PIN][pids] == 0)
 
     def slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for every live window of the reader but its last page; how many slid."""

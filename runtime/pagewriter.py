@@ -5,9 +5,12 @@ Token and page arithmetic (C = page size)::
     tokens     0 .......... C-1 | C ......... 2C-1 | 2C ..... frontier-1 |
     blocks     [    page 0     ][     page 1      ][  page 2 (filling)  ]
     events     open(r, p) at a page boundary, append(r, p) per token (one repeat batch for a run),
-               seal(r, p) on a page's last token, then slide proposals for windows left behind
-    after      the bytes go to the data plane; sealed pages are hashed into the index, compressed,
-               indexed and admitted (proposals the spec decides)
+               seal(r, p) on a page's last token, in page order (an open needs the frontier the
+               previous seal reached); after the write's last seal, slide proposals for the windows
+               left behind (one batch when many)
+    after      in bulk over the pages written: the bytes to the data plane (one call), the policy
+               told (one tick), the records; the sealed pages hashed into the index, compressed,
+               indexed and admitted (proposals the spec decides, batches over them)
 
 Room is made before a transaction starts (a full GPU pool moves the policy's victims, never the
 sequence's own pages); inside it only spec events and what undoes exactly with them happen (an
@@ -123,6 +126,10 @@ class PageWriter:
         """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction)."""
         c, pipe, rid = self.C, self.pipe, reader.rid
         i, n, pos = 0, len(tokens), start
+        last_seal = (start + n) // c * c  # the frontier the write's last seal reaches
+        slide = self.config.auto_slide and last_seal > start
+        if slide:
+            self.undo(_setter(reader, "slide_next", reader.slide_next))
         while i < n:
             if pos % c == 0:
                 self.open(reader)
@@ -142,8 +149,7 @@ class PageWriter:
             chunk = tokens[i:i + take]
             if fill + take == c:  # sealed: the chain hash the next page's open needs
                 self.seal_hash(rec, chunk)
-                if self.config.auto_slide:  # windows W tokens behind the frontier the seal reached
-                    self.undo(_setter(reader, "slide_next", reader.slide_next))
+                if slide and pos + take == last_seal:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
             pending.append((rec, fill, chunk, kinds[i:i + take] if kinds else None))
             i += take
@@ -186,34 +192,56 @@ class PageWriter:
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
 
     def written(self, pending: list[Pending]) -> None:
-        """After commit: bytes to the data plane, tokens to the records, sealed pages processed."""
-        write = self.storage.data.write_tokens
+        """After commit, for every page the transaction wrote, in bulk: the policy told of the fresh ones
+        and of every write (one tick), the bytes to the data plane, the tokens to the records, then the
+        pages it sealed hashed into the index and their morphology proposed (``sealed_many``)."""
+        seam, c = self.seam, self.C
         fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.tokens]
         for rec in fresh:
-            self.seam.inserted(rec)
-        self.seam.holders([rec.pid for rec in fresh], 1)
-        self.seam.tick()
-        for rec, fill, toks, kinds in pending:
-            write(rec.gpu_slot, rec.depth, fill, toks)
+            seam.inserted(rec)
+        seam.holders(list(map(_PID, fresh)), 1)
+        seam.tick()
+        self.write_data(pending)
+        sealed: list[PageRecord] = []
+        for rec, _, toks, kinds in pending:
             rec.tokens.extend(toks)
             meta = rec.meta
             meta.tokens = len(rec.tokens)
             if kinds is not None and any(kinds):
                 meta.types = meta.types | {k for k in kinds if k}
-            self.seam.accessed([rec.pid])
-            if len(rec.tokens) == self.C:
-                self.sealed(rec)
+            if meta.tokens == c:
+                sealed.append(rec)
+        seam.accessed(list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
+        if sealed:
+            self.sealed_many(sealed)
 
-    def sealed(self, rec: PageRecord) -> None:
-        """A page took its last token (committed): its hash into the index, morphology proposed."""
-        self._index_sealed(rec)
-        if self.config.auto_compress:
-            self.morph.maintain(rec.pid)
-        elif self.config.auto_admit:
-            self.morph.admit(rec.pid)
+    def write_data(self, pending: list[Pending]) -> None:
+        """The bytes of every run of ``pending`` to the data plane: one call over all their tokens when
+        the store takes many (slot, block, offset, token) at once, else one call per page."""
+        many = getattr(self.storage.data, "write_tokens_many", None)
+        total = sum(len(toks) for _, _, toks, _ in pending)
+        if many is not None and len(pending) > 1 and total >= 32:
+            counts = np.fromiter((len(toks) for _, _, toks, _ in pending), dtype=np.int64, count=len(pending))
+            try:
+                toks_all = np.fromiter((t for _, _, toks, _ in pending for t in toks), dtype=np.int64,
+                                       count=total).view(np.uint64)
+            except OverflowError:
+                toks_all = None
+            if toks_all is not None:
+                ends = np.cumsum(counts)
+                within = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
+                fills = np.fromiter((fill for _, fill, _, _ in pending), dtype=np.int64, count=len(pending))
+                slots = np.fromiter((rec.gpu_slot for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
+                depths = np.fromiter((rec.depth for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
+                many(np.repeat(slots, counts), np.repeat(depths, counts), np.repeat(fills, counts) + within, toks_all)
+                return
+        write = self.storage.data.write_tokens
+        for rec, fill, toks, _ in pending:
+            write(rec.gpu_slot, rec.depth, fill, toks)
 
     def sealed_many(self, recs: list[PageRecord]) -> None:
-        """``sealed`` for many pages, the morphology proposed event by event over them."""
+        """Pages that took their last token (committed): their hashes into the index, then their
+        morphology proposed, each proposal one batch over them (``Morphology.maintain_many``)."""
         for rec in recs:
             self._index_sealed(rec)
         pids = list(map(_PID, recs))
