@@ -84,7 +84,7 @@ def bench_lookup(sizes: tuple[int, ...] = (1024, 8192, 32768, 131072), page_size
                             host_pages=0)
         with CacheManager(config=cfg) as m:
             _lookup_row(m, n, pages)
-    print("  hash walk: xxh3 chain over the token bytes + dict lookups, nothing validated")
+    print("  hash walk: the chain keys of every whole page (array operations) + one dict lookup each, nothing verified")
     print("  validated: nominal hit + every page's five objects checked with the spec's ready predicates")
     print("             (the vector backend, evaluated afresh) + effective-hit search")
     print("  +lease:    lookup() returning Ready: validated + spec 'acquire' on every page (one vector batch)")
