@@ -162,14 +162,10 @@ class StateStore:
         return self.rp[name].get(rid) or self.views[name].materialize(rid) or EMPTY
 
     def rp_has(self, name: str, rid: int, pid: int) -> bool:
-        """Whether the reader has a non-initial entry of ``name`` at ``pid`` (a row in array form is
-        searched while few single writes have grown it, then built into a dict)."""
+        """Whether the reader has a non-initial entry of ``name`` at ``pid`` (read as the backends read
+        it: a row in array form is searched while few single writes have grown it)."""
         view = self.views[name]
-        if rid in view.only:
-            more = view.grown.get(rid)
-            if more is None or len(more[0]) < 8:
-                return view.holds(rid, pid)
-        return pid in self.rp_row(name, rid)
+        return bool(view[(rid, pid)] != view.init)
 
     def has_rp(self, name: str, rid: int) -> bool:
         """Whether the reader has any non-initial entry of ``name``."""
