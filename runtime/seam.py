@@ -58,19 +58,16 @@ class PolicySeam:
             return
         now = self.now
         cols = self.pages.cols
-        idx = None
-        if len(pids) <= 8:
-            pids = pids.tolist() if isinstance(pids, np.ndarray) else pids
+        few, idx = _few_or_array(pids)
+        if few is not None:
             last_use, uses = cols.last_use, cols.uses
-            for pid in pids:
+            for pid in few:
                 last_use[pid] = now
                 uses[pid] += 1
+            listed = few
         else:
-            idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
             cols.last_use[idx] = now
             cols.uses[idx] += 1
-        if listed is None and idx is None:
-            listed = pids if isinstance(pids, list) else list(pids)
         self.policy.on_access_many(self.pages.metas_of(listed, idx), now)
 
     def updated(self, rec: PageRecord) -> None:
@@ -84,14 +81,14 @@ class PolicySeam:
             return
         holders = self.pages.cols.holders
         edge = 1 if delta > 0 else 0  # the count a page that crossed has now
-        if len(pids) <= 8:
-            pids = pids.tolist() if isinstance(pids, np.ndarray) else pids
-            metas = self.pages.metas_of(pids)
-            for pid in pids:
+        few, idx = _few_or_array(pids)
+        if few is not None:
+            metas = self.pages.metas_of(few)
+            for pid in few:
                 holders[pid] += delta
-            crossed = self.pages.metas_of([pid for pid in metas.pages if holders[pid] == edge])
+            crossed = self.pages.metas_of([pid for pid in few if holders[pid] == edge])
         else:
-            idx = pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
+            assert idx is not None
             metas = self.pages.metas_of(listed, idx)
             holders[idx] += delta
             hit = holders[idx] == edge
@@ -159,3 +156,11 @@ class PolicySeam:
             self.refusals += 1
             self.policy.on_refused(decision, pid, reason)
         return None
+
+
+def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, np.ndarray | None]:
+    """A few page ids as a list (scalar updates cost less than numpy's fixed cost), more as an int64
+    array: ``(list, None)`` or ``(None, array)``."""
+    if len(pids) <= 8:
+        return (pids.tolist() if isinstance(pids, np.ndarray) else list(pids)), None
+    return None, pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
