@@ -136,16 +136,22 @@ def test_failed_disk_write_leaves_the_page_where_it_was(make_manager: Callable[.
     m.check_integrity()
 
 
-def test_failed_spill_drops_no_victim(make_manager: Callable[..., CacheManager],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Host and disk full; offloading one more page needs a host page spilled, which needs a disk page
-    dropped.  The spill's write fails: the victim is not dropped, the page stays on the GPU."""
+def _host_and_disk_full(make_manager: Callable[..., CacheManager]) -> tuple[CacheManager, list[int]]:
+    """One host and one disk page, both taken; a third cached page still on the GPU."""
     m = make_manager(host_pages=1, disk_pages=1)
     m.register("a", toks(0, 12))
     m.free("a")
     pages = list(m.cached_pages())
     m.offload(pages[0], "disk")
     m.offload(pages[1], "host")
+    return m, pages
+
+
+def test_failed_spill_drops_no_victim(make_manager: Callable[..., CacheManager],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host and disk full; offloading one more page needs a host page spilled, which needs a disk page
+    dropped.  The spill's write fails: the victim is not dropped, the page stays on the GPU."""
+    m, pages = _host_and_disk_full(make_manager)
     before = digest(m)
     _failing_disk(monkeypatch)
     with pytest.raises(TierError):
@@ -218,12 +224,7 @@ def test_spill_into_an_unwritable_directory_drops_no_victim(make_manager: Callab
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The failed spill above with the directory refusing even the temporary file (read-only or
     unwritable): still no victim dropped, no file left, the page stays on the GPU."""
-    m = make_manager(host_pages=1, disk_pages=1)
-    m.register("a", toks(0, 12))
-    m.free("a")
-    pages = list(m.cached_pages())
-    m.offload(pages[0], "disk")
-    m.offload(pages[1], "host")
+    m, pages = _host_and_disk_full(make_manager)
     before = digest(m)
 
     def temp_file(*args: Any, **kwargs: Any) -> Any:
