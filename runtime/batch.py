@@ -16,10 +16,11 @@ fired again one by one, so its refusal is exactly a single firing's.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from morphcache.spec.vector import one_of
 
 from .batchplan import AFFINE, ONCE, PRE, Plan
 from .compiler import CompiledEvent
@@ -87,8 +88,7 @@ class VectorFiring:
         else:
             sources = pipe.sources[ev.name]
             codes = self._owner_codes()  # a few source states: one comparison each (isin's fixed cost is more)
-            ok = functools.reduce(np.logical_or, [codes == s for s in sources]) if len(sources) <= 4 else \
-                np.isin(codes, np.fromiter(sources, dtype=np.int64))
+            ok = one_of(codes, sources) if len(sources) <= 4 else np.isin(codes, np.fromiter(sources, dtype=np.int64))
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
             if klass == ONCE or (repeat and klass == PRE):
                 first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)

@@ -15,10 +15,11 @@ leaves everything as it was, bytes written once the events commit.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
+
+from morphcache.spec.vector import one_of
 
 from .binding import BLOCK, LPIN, POOL, TAIL
 from .collect import Collector
@@ -96,9 +97,7 @@ class Sequences:
         self.seam.holders(pids, -1, block)
         if self.config.auto_admit and block:
             store = self.store
-            tails = store.vecs[TAIL][pids]
-            sealed = functools.reduce(np.logical_or, [tails == code for code in self._sealed_codes])
-            sealed &= store.vecs[POOL][pids] != self._pooled
+            sealed = one_of(store.vecs[TAIL][pids], self._sealed_codes) & (store.vecs[POOL][pids] != self._pooled)
             for pid in pids[sealed].tolist():
                 if pid in records:
                     self.morph.admit(pid)
