@@ -66,7 +66,7 @@ class Lookups:
             ready = np.empty((len(pids), len(self.objects)), dtype=np.uint8)
             for k, obj in enumerate(self.objects):
                 ready[:, k] = lk.vready[obj](names, self.store.varrays)
-            return (ready @ self._weights).astype(np.int64)
+            return ready @ self._weights  # int64: the weights' type
         names, arrays = self._names, self.store.arrays
         ready_fns = [lk.ready[obj] for obj in self.objects]
         out = []
