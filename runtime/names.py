@@ -69,8 +69,8 @@ class RuntimeNames:
                     if isinstance(k, np.ndarray):
                         return _union(store.rp_row(names[0], x) for x in np.unique(k).tolist())
                     row = table.get(k)
-                    if row is None and k in view.only:  # a row in array form: its pages
-                        return view.rows[k][0].tolist()  # type: ignore[no-any-return]
+                    if row is None and k in view.only:  # a row in array form: its pages (those added too)
+                        return store.pages_array(names, k).tolist()  # type: ignore[no-any-return]
                     return row or EMPTY
 
                 return reader_pages

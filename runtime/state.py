@@ -196,8 +196,8 @@ class StateStore:
         names = tuple(names)
         if len(names) == 1:
             view = self.views[names[0]]
-            if rid in view.only:  # the row's pages, from its arrays
-                return iter(view.rows[rid][0].tolist())
+            if rid in view.only:  # the row's pages, from its arrays (those added after them too)
+                return iter(self.pages_array(names, rid).tolist())
             return iter(list(self.rp_row(names[0], rid)))
         seen: dict[int, None] = {}
         for name in names:

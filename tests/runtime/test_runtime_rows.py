@@ -104,6 +104,9 @@ def test_rows_in_both_forms_read_as_the_model(ops) -> None:
             for name in NAMES:
                 for rid in list(model[name]):
                     model[name][rid] = {q: v for q, v in model[name][rid].items() if v != init[name]}
+        for name in NAMES:  # read before anything builds the dicts: rows still in array form answer
+            for rid in range(READERS):
+                assert set(store.pages_of((name,), rid)) == set(model[name].get(rid, {}))
         _agree(store, model, init)
         for rid in range(READERS):
             pages = {q for name in NAMES for q in model[name].get(rid, {})}
@@ -162,3 +165,18 @@ def test_holders_agree_with_a_set_per_page(ops) -> None:
             assert h.readers(q) == model[q]
             got = h.get(q)
             assert ({got} if isinstance(got, int) else (got or set())) == model[q]
+
+
+def test_the_pages_of_a_row_in_array_form_include_pages_added_after_it() -> None:
+    """An attached block table (array form) and a page opened after it: a quantifier over the reader's
+    pages ranges over both."""
+    with CacheManager() as m:
+        store = m.parts.pipe.store
+        for _ in range(4):
+            store.alloc_page()
+        rid = store.alloc_reader()
+        store.set_rp_row("lpin", rid, np.asarray([0, 1, 2], dtype=np.int64), 1)
+        store.set_rp("lpin", rid, 3, 1)
+        assert rid in store.views["lpin"].only  # still in array form
+        assert sorted(store.pages_of(("lpin",), rid)) == [0, 1, 2, 3]
+        assert sorted(store.pages_array(("lpin",), rid).tolist()) == [0, 1, 2, 3]
