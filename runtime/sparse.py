@@ -3,9 +3,9 @@
 ::
 
     block      reader 0: {7: in, 12: in}      reader 3: {7: in}
-    rev        page 7: {0, 3}   page 12: 0     (who holds a page: one reader id, or a set of two or more)
 
 ``RPView`` lets both backends read a variable as ``arrays[x][(r, p)]`` (one pair, or index arrays).
+Who holds a page (the reverse index) is in ``holders.py``.
 """
 
 from __future__ import annotations
