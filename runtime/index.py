@@ -36,6 +36,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -45,6 +46,8 @@ from .keytable import KeyTable
 __all__ = ["ROOT_HASH", "NominalHit", "PrefixIndex", "SealedRows", "chain_hash", "token_array"]
 
 UNSEALED, ROOT_CLASS = 0, 1  # chain classes (uint64): a page's is at least 2
+NO_PAGES = np.zeros(0, dtype=np.int64)  # a hit of no whole page
+NO_PAGES.flags.writeable = False
 NO_CLASS = (1 << 64) - 1  # the class of the row an id of -1 reads (its parent class, one less, is no page's either)
 
 
@@ -55,14 +58,18 @@ def token_array(tokens: Sequence[int]) -> array[int]:
 
 @dataclass(frozen=True)
 class NominalHit:
-    """Pages of the nominal hit: ``full`` whole pages, then optionally ``partial`` with ``partial_len``
-    matching tokens; ``tokens`` is the nominal hit length."""
+    """Pages of the nominal hit: ``ids`` the whole pages (int64, block order), then optionally
+    ``partial`` with ``partial_len`` matching tokens; ``tokens`` is the nominal hit length."""
 
-    full: tuple[int, ...]
+    ids: np.ndarray = field(compare=False, repr=False)
     partial: int | None
     partial_len: int
     tokens: int
-    ids: np.ndarray | None = field(default=None, compare=False, repr=False)  # ``full`` as int64, if at hand
+
+    @cached_property
+    def full(self) -> tuple[int, ...]:
+        """The whole pages as a tuple (made on first use: a lookup reads the array)."""
+        return tuple(self.ids.tolist())
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -71,8 +78,7 @@ class NominalHit:
 
     def page_ids(self) -> np.ndarray:
         """``pages`` as an int64 array."""
-        full = self.ids if self.ids is not None else np.array(self.full, dtype=np.int64)
-        return full if self.partial is None else np.append(full, np.int64(self.partial))
+        return self.ids if self.partial is None else np.append(self.ids, np.int64(self.partial))
 
 
 class Scratch:
@@ -250,17 +256,15 @@ class PrefixIndex:
         """The longest cached prefix of ``tokens`` (at most ``limit`` tokens), every whole page verified."""
         c = self.page_size
         n = len(tokens) if limit is None else min(limit, len(tokens))
-        full: list[int] = []
-        h, last, hit = ROOT_HASH, -1, None
+        h, last, hit = ROOT_HASH, -1, NO_PAGES
         if n >= c and self.by_hash:
             rows, keys = self._keys(token_array(tokens), n // c)
             ids = self.table.candidates(keys)
             k = self.sealed.verified(ids, rows, self.scratch)
             if k:
                 hit = ids[:k]
-                full = hit.tolist()
-                h, last = int(keys[k - 1]), full[-1]
-        i = len(full) * c
+                h, last = int(keys[k - 1]), int(hit[-1])
+        i = len(hit) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
         first = rest[0] if rest else None
@@ -274,7 +278,7 @@ class PrefixIndex:
             m = min(m, c - 1)
             if m > best_len:
                 best, best_len = pid, m
-        return NominalHit(tuple(full), best, best_len, i + best_len, hit)
+        return NominalHit(hit, best, best_len, i + best_len)
 
     def _continues(self, pid: int, last: int) -> bool:
         """Whether page ``pid`` continues exactly the prefix ending with sealed page ``last``."""

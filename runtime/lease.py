@@ -47,29 +47,43 @@ class ReadView:
 
 class Lease:
     """Pins ``pages`` (block order) at ``generations`` and, when set, the reader's partial last page
-    ``tail``; covers ``tokens`` tokens of a prefix.  ``reader`` is the spec reader holding the pins."""
+    ``tail``; covers ``tokens`` tokens of a prefix.  ``reader`` is the spec reader holding the pins.
+    ``page_ids`` and ``generation_ids`` are the same as read-only int64 arrays (what the batches take);
+    the tuples are made from them on first use."""
 
-    __slots__ = ("lease_id", "issuer", "owner", "reader", "pages", "generations", "tokens", "partial", "tail",
-                 "tail_generation", "released", "page_ids")
+    __slots__ = ("lease_id", "issuer", "owner", "reader", "_pages", "_generations", "tokens", "partial", "tail",
+                 "tail_generation", "released", "page_ids", "generation_ids")
 
-    def __init__(self, issuer: int, owner: str | None, reader: int, pages: tuple[int, ...],
-                 generations: tuple[int, ...], tokens: int, partial: PartialSnapshot | None = None,
-                 tail: int | None = None, tail_generation: int | None = None,
-                 page_ids: np.ndarray | None = None) -> None:
+    def __init__(self, issuer: int, owner: str | None, reader: int, page_ids: np.ndarray,
+                 generation_ids: np.ndarray, tokens: int, partial: PartialSnapshot | None = None,
+                 tail: int | None = None, tail_generation: int | None = None) -> None:
         self.lease_id = next(_IDS)
         self.issuer = issuer
         self.owner = owner
         self.reader = reader
-        self.pages = pages
-        self.generations = generations
         self.tokens = tokens
         self.partial = partial
         self.tail = tail
         self.tail_generation = tail_generation
         self.released = False
-        ids = np.fromiter(pages, dtype=np.int64, count=len(pages)) if page_ids is None else page_ids.copy()
-        ids.flags.writeable = False
-        self.page_ids = ids  # ``pages`` as an array (what the batches over them take)
+        self._pages: tuple[int, ...] | None = None
+        self._generations: tuple[int, ...] | None = None
+        self.page_ids = _frozen(page_ids)
+        self.generation_ids = _frozen(generation_ids)
+
+    @property
+    def pages(self) -> tuple[int, ...]:
+        """The whole pages pinned, in block order."""
+        if self._pages is None:
+            self._pages = tuple(self.page_ids.tolist())
+        return self._pages
+
+    @property
+    def generations(self) -> tuple[int, ...]:
+        """Each whole page's generation when it was pinned."""
+        if self._generations is None:
+            self._generations = tuple(self.generation_ids.tolist())
+        return self._generations
 
     @property
     def pinned(self) -> tuple[int, ...]:
@@ -84,3 +98,10 @@ class Lease:
     def __repr__(self) -> str:
         state = "released" if self.released else "live"
         return f"Lease(#{self.lease_id}, {len(self.pages)} pages, {self.tokens} tokens, {state})"
+
+
+def _frozen(ids: np.ndarray) -> np.ndarray:
+    """A read-only int64 copy of ``ids``."""
+    out = np.array(ids, dtype=np.int64)
+    out.flags.writeable = False
+    return out

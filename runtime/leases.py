@@ -13,6 +13,7 @@ Each call is all or nothing (one transaction).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import nullcontext
 
 import numpy as np
@@ -41,24 +42,21 @@ class LeaseBook:
     def __len__(self) -> int:
         return len(self.leases)
 
-    def acquire(self, reader: ReaderRecord, full: tuple[int, ...], tokens: int,
-                partial: PartialSnapshot | None = None, tail: int | None = None, ids: np.ndarray | None = None
-                ) -> Lease:
-        """Pin ``full`` (``ids``: the same as an array, when at hand; and the reader's own ``tail``) for
+    def acquire(self, reader: ReaderRecord, full: Sequence[int] | np.ndarray, tokens: int,
+                partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
+        """Pin the whole pages ``full`` (ids, block order; and the reader's own ``tail``) for
         ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
-        if ids is None:
-            ids = np.fromiter(full, dtype=np.int64, count=len(full))
-        both = bool(full) and tail is not None  # one batch alone is all or nothing already
+        ids = full if isinstance(full, np.ndarray) else np.fromiter(full, dtype=np.int64, count=len(full))
+        both = bool(len(ids)) and tail is not None  # one batch alone is all or nothing already
         with pipe.atomic() if both else nullcontext():
-            if full:
+            if len(ids):
                 pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
-        gen = self.store.vecs[GEN]
-        gens = tuple(gen[ids].tolist()) if full else ()
+        gens = self.store.vecs[GEN][ids]
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
-        lease = Lease(self.ident, reader.name, reader.rid, full, gens, tokens, partial, tail, tail_gen, ids)
+        lease = Lease(self.ident, reader.name, reader.rid, ids, gens, tokens, partial, tail, tail_gen)
         self.leases[lease.lease_id] = lease
         reader.leases.add(lease.lease_id)
         return lease

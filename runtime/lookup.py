@@ -126,18 +126,17 @@ class Lookups:
             self.readers.retire_if_idle(reader)
             raise
         self.metrics.ready += 1
-        return Ready(lease, nominal, self.states.path(hit.pages, eff, owner))
+        return Ready(lease, nominal, self.states.path_of(hit, eff, owner))
 
     def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: np.ndarray) -> Any:
         nfull = pos // self.C
-        full = hit.full[:nfull]
         partial = None
         if pos % self.C:
             src = int(ids[nfull])
             rec = self.pages.get(src)
             n = pos % self.C
             partial = PartialSnapshot(nfull, src, tuple(rec.tokens[:n]), self.storage.data.read_prefix(rec.gpu_slot, n))
-        return self.leases.acquire(reader, full, pos, partial, ids=ids[:nfull])
+        return self.leases.acquire(reader, ids[:nfull], pos, partial)
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:

@@ -168,7 +168,7 @@ class CacheManager:
             frontier = self.parts.sequences.frontier(reader)
             nfull = frontier // self.C
             tail = reader.block[nfull] if nfull < len(reader.block) else None
-            return self.parts.leases.acquire(reader, tuple(reader.block[:nfull]), frontier, None, tail)
+            return self.parts.leases.acquire(reader, reader.block[:nfull], frontier, None, tail)
 
     def read(self, lease: Lease, *, payloads: bool = False) -> ReadView:
         """Re-validate every pinned page now (spec ``read``); StaleLeaseError if one is refused."""

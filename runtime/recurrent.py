@@ -42,6 +42,7 @@ from .ckptstore import CheckpointStore, MemoryCheckpointStore
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
 from .errors import BadInputError, ConfigError, DuplicateSequenceError, TierError
+from .index import NominalHit
 from .pages import PageDirectory
 from .pipeline import Pipeline
 from .plan import RecoveryPlan
@@ -70,6 +71,9 @@ class NoRecurrentState:
     objects: frozenset[str] = frozenset()
 
     def path(self, pages: Sequence[int], pos: int, owner: str | None) -> StatePath | None:
+        return None
+
+    def path_of(self, hit: NominalHit, pos: int, owner: str | None) -> StatePath | None:
         return None
 
     def _refuse(self) -> ConfigError:
@@ -164,6 +168,10 @@ class RecurrentStates:
         """The path a lookup's answer carries: for ``owner``'s opt-in (an anonymous reader: exact only)."""
         reader = self.readers.by_name.get(owner) if owner is not None else None
         return self.choose(pages, pos, self.budget(reader))
+
+    def path_of(self, hit: NominalHit, pos: int, owner: str | None) -> StatePath | None:
+        """``path`` over the pages of a nominal hit."""
+        return self.path(hit.pages, pos, owner)
 
     def plan(self, reader: ReaderRecord, exact: bool = False) -> StatePath:
         """The path ``rebuild`` would take now for the reader's state at its frontier (``exact``: an

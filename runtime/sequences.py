@@ -160,11 +160,12 @@ class Sequences:
             raise BadInputError(f"attach needs an empty sequence; {reader.name!r} has "
                                 f"{self.frontier(reader)} tokens")
         part = lease.partial
+        full = lease.page_ids
+        listed = full.tolist()
         extra = len(part.tokens) if part is not None and part.tokens else 0
         kinds = token_types(types, lease.tokens)
-        part_kinds = kinds[len(lease.pages) * self.C:] if kinds is not None else None
-        self.writer.room(reader, len(lease.pages) * self.C, extra)
-        full = lease.page_ids
+        part_kinds = kinds[len(full) * self.C:] if kinds is not None else None
+        self.writer.room(reader, len(full) * self.C, extra)
         own = lease.reader == reader.rid
         pipe, rid = self.pipe, reader.rid
 
@@ -181,15 +182,15 @@ class Sequences:
                         pipe.fire_batch("release", rid, more)
                     if len(last):
                         pipe.fire_batch("release_last", rid, last)
-                reader.block.extend(lease.pages)
+                reader.block.extend(listed)
                 self.writer.undo(lambda: reader.block.clear())
                 pipe.fire("end_attach", rid)  # the windows the reader's kernels will read are there
             if extra:
-                self.writer.events(reader, len(lease.pages) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]
+                self.writer.events(reader, len(full) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]
                                    pending)
 
         self.writer.transaction(events)
-        self.seam.holders(lease.page_ids, 1, list(lease.pages))
+        self.seam.holders(full, 1, listed)
         if extra:
             rec = self.pages.get(reader.block[-1])
             self.storage.data.write_prefix(rec.gpu_slot, extra, part.payload)  # type: ignore[union-attr]
