@@ -126,10 +126,9 @@ class KeyTable:
     def candidates(self, keys: np.ndarray) -> np.ndarray:
         """For each of ``keys`` (uint64): its page where it is in the table, elsewhere the page of its
         ``lo`` slot or -1 (an int64 array; what the caller verifies on the pages' tokens)."""
-        pages = self.pages
         hi = keys >> self.shift
-        lo = (keys * self.um) >> self.shift
-        return np.where(self.keys.take(hi) == keys, pages.take(hi), pages.take(lo))  # type: ignore[no-any-return]
+        slot = np.where(self.keys.take(hi) == keys, hi, (keys * self.um) >> self.shift)
+        return self.pages.take(slot)  # type: ignore[no-any-return]
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The page id of each of ``keys`` (uint64), -1 where absent (an int64 array)."""
