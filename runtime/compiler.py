@@ -29,6 +29,7 @@ from .bounds import declared_bounds, param_at
 from .domains import PAGE_READERS, READER_PAGES, Aggregate, Domain, DomainTable
 from .errors import ConfigError
 from .irtools import array_names, encode_states, fold, free_names, replace_index, replace_reductions
+from .witness import Witness
 
 OBS = "@obs_"  # names key prefix of an observed ghost's measured value
 Bound: TypeAlias = Compiled | int | None
@@ -44,6 +45,7 @@ class Conjunct:
     vfn: VecCompiled
     reads: frozenset[str]
     gfn: Compiled  # closures (the general path)
+    witness: Witness | None = None  # an ``all(...)`` conjunct: the first id its body is false for
 
 
 @dataclass(frozen=True)
@@ -234,9 +236,10 @@ class CompiledSpec:
         guard = self._track(self._prep(ev.guard, observes=obs))
         parts = []
         for c in conjuncts(ev.guard):
-            e = self._track(self._prep(c, observes=obs))
+            plain = self._prep(c, observes=obs)
+            e = self._track(plain)
             parts.append(Conjunct(render(c), e, compile_source(e), compile_vector(e), self._reads_of(e),
-                                  compile_expr(e)))
+                                  compile_expr(e), Witness.of(plain, self._reads_of, self.domains)))
         effects = []
         reads = set(self._reads_of(guard))
         for eff in ev.effects:

@@ -55,7 +55,8 @@ class UnknownPageError(MorphcacheError, LookupError):
 class GuardRefused(MorphcacheError):
     """A state change was refused by the spec: wrong source state, a false guard or a domain bound.
 
-    ``event`` is the spec event, ``page`` the physical page id (None for a system event),
+    ``event`` is the spec event, ``page`` the physical page id (None for a system event; for an
+    event over no page whose refused conjunct quantifies over pages, the first page it fails for),
     ``block`` the page's block index in the view where it failed, ``view`` names that view,
     ``guard`` the event's whole guard and ``failed`` the first conjunct that was false (both rendered
     from the spec's IR).

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .compiler import CompiledEvent, CompiledSpec
+from .compiler import CompiledEvent, CompiledSpec, Conjunct
 from .errors import GuardRefused, PinnedPageError, TopologyError
 from .state import StateStore
 
@@ -49,8 +49,32 @@ class Refusals:
             self.refused[ev.name] += 1
         a = self.store.arrays
         failed = next((c for c in ev.conjuncts if not c.gfn(n, a)), None)
-        text = failed.text if failed is not None else ev.guard_text
-        return self.conjunct(ev, r, p, text, failed.reads if failed is not None else frozenset())
+        if failed is None:
+            return self.conjunct(ev, r, p, ev.guard_text, frozenset())
+        witness = failed.witness.first(n, a) if failed.witness is not None else None
+        if witness is None:
+            return self.conjunct(ev, r, p, failed.text, failed.reads)
+        return self.instance(ev, r, p, failed, witness)
+
+    def instance(self, ev: CompiledEvent, r: int | None, p: int | None, failed: Conjunct, at: int) -> GuardRefused:
+        """A refusal of quantified conjunct ``failed``, naming ``at``, the first id of its domain it fails
+        for (a page or a reader), and the values the quantifier's body read there::
+
+            end_attach refused on page 5 (block 1) in reader 'b': 'all(...)' is false; guard: ...
+                (false for q = page 5: block[r, q]='in', depth[q]=1, frontier[r]=8, window[q]='expired')
+        """
+        w = failed.witness
+        assert w is not None
+        on_pages = w.over_pages
+        qr, qp = (r, at) if on_pages else (at, p)
+        shown = ", ".join(v.replace("[p]", f"[{w.var}]").replace("[r, p]", f"[r, {w.var}]") if on_pages else
+                          v.replace("[r]", f"[{w.var}]").replace("[r, p]", f"[{w.var}, p]")
+                          for v in self.values(w.reads, qr, qp))
+        what = f"page {at}" if on_pages else self.describe(at)
+        cls = self.kind(failed.reads, r, p)
+        page = at if p is None and on_pages else p
+        return cls(ev.name, page, self.block(page), self.describe(r), ev.guard_text, failed.text,
+                   f"false for {w.var} = {what}: {shown}")
 
     def conjunct(self, ev: CompiledEvent, r: int | None, p: int | None, text: str, reads: frozenset[str],
                  prefix: str = "") -> GuardRefused:

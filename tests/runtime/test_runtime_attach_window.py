@@ -43,6 +43,10 @@ def test_attach_of_a_prefix_whose_last_window_slid_out_is_refused_atomically(
         m.attach("b", lease)
     assert exc.value.event == "end_attach" and "reader 'b'" in str(exc.value), exc.value
     assert "window[q] == 'live'" in exc.value.failed
+    # the refusal names the page the quantifier failed for, with the values its body read there
+    assert exc.value.page == w_pages[1] and exc.value.block == 1
+    assert exc.value.detail == (f"false for q = page {w_pages[1]}: block[r, q]='in', depth[q]=1, frontier[r]=8, "
+                                "window[q]='expired'"), exc.value.detail
     after = digest(m)
     assert after.pop("refused") == {**before.pop("refused"), "end_attach": 1}
     assert after == before  # no page joined b's block table, no pin moved, b's frontier is 0

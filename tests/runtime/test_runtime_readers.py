@@ -67,6 +67,21 @@ def test_attach_to_a_captured_sequence_is_refused_and_changes_nothing(
     m.check_integrity()
 
 
+def test_a_refused_quantifier_over_readers_names_the_reader(make_manager: Callable[..., CacheManager]) -> None:
+    m = make_manager(host_pages=8)
+    m.register("b", toks(100, 8))
+    m.register("a", toks(0, 12))
+    pages = m.sequence_pages("a")
+    m.capture(["a"])
+    m.offload(pages[0], "host")
+    with pytest.raises(TopologyError) as exc:
+        m.prefetch(pages[0])  # a captured reader holds the page: its graph's addresses must not move
+    assert exc.value.page == pages[0] and "for s in readers" in exc.value.failed
+    assert exc.value.detail == "false for s = reader 'a': block[s, p]='in', graph[s]='captured'", exc.value.detail
+    m.uncapture(["a"])
+    m.check_integrity()
+
+
 def test_attach_with_another_readers_lease_pins_for_itself_meanwhile(
         make_manager: Callable[..., CacheManager]) -> None:
     m = make_manager(record=True)
