@@ -24,6 +24,7 @@ shorter than the vector backend takes fires each event alone, as the pipeline wo
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 from operator import attrgetter, itemgetter
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import pipeline
-from .binding import DEPTH, FRONTIER
+from .binding import FRONTIER
 from .config import RuntimeConfig
 from .errors import CapacityError, MorphcacheError
 from .morphology import Morphology
@@ -52,6 +53,7 @@ class DecodeStep:
         self.pipe, self.pages, self.storage, self.writer = pipe, pages, storage, writer
         self.morph, self.seam, self.config = morph, seam, config
         self.store = pipe.store
+        self.tips = writer.tips
         self.C = config.page_size
 
     def run(self, readers: list[ReaderRecord], tokens: list[int]) -> list[int]:
@@ -68,55 +70,60 @@ class DecodeStep:
         later: list[int] = [] if full else np.flatnonzero(~room).tolist()
         if c <= 1:  # every token opens and seals its page
             return sorted(later + np.flatnonzero(room).tolist())
+        if int(rids.max()) >= len(self.tips.page):
+            self.tips.ensure(int(rids.max()))
         plain = (fill != 0) & (fill != c - 1)
         if not full:
             plain &= room
         idx = np.flatnonzero(plain)
         opens = np.flatnonzero((fill == 0) & room).tolist() if len(idx) < n else []
+        step = _Step(readers, tokens, rids, front, fill)
         if opens:
             try:
-                later += self.appends(readers, tokens, rids, fill, idx, opens)
+                later += self.appends(step, idx, opens)
             except MorphcacheError:  # the opening sequences one by one, the others again
                 later += opens
                 opens = []
         if len(idx) and not opens:
-            later += self.appends(readers, tokens, rids, fill, idx, [])
+            later += self.appends(step, idx, [])
         seals = np.flatnonzero((fill == c - 1) & room).tolist() if len(idx) < n else []
         if seals:
             try:
-                self.seal_many(_pick(readers, seals), _pick(tokens, seals))
+                self.seal_many(_pick(readers, seals), _pick(tokens, seals), rids[seals])
             except MorphcacheError:
                 later += seals
         return later
 
-    def appends(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray, fill: np.ndarray,
-                idx: np.ndarray, opens: list[int]) -> list[int]:
+    def appends(self, step: _Step, idx: np.ndarray, opens: list[int]) -> list[int]:
         """The sequences ``idx`` (each in the middle of a page) and ``opens`` (each at a page boundary)
         take their token: a fresh page for each of ``opens`` (``open``, one batch over those readers, all
         or none), then one batch of ``append`` over them all, each firing on its own; then records,
         bytes and the policy.  Returns the sequences of ``idx`` the spec refused.  With ``opens``, one
         transaction, and a MorphcacheError (nothing changed) when an open or an opening sequence's first
-        token is refused, or the GPU pool lacks a free slot for each page opened."""
-        writer, k = self.writer, len(opens)
+        token is refused, or the GPU pool lacks a free slot for each page opened.
+
+        The pages come from the tip columns (tips.py), one array index for the whole batch.  The batch
+        is passed as distinct: its readers are (the step's sequences), and two firings on one page could
+        not both pass the guard (``block[r, p] == 'in'`` on a ``filling`` page: one holder, by the
+        spec's invariants), so each firing is decided as it would be alone."""
+        writer, tips, k, c = self.writer, self.tips, len(opens), self.C
         if k and len(self.storage.slots.free_slots) < k:
             raise CapacityError(f"GPU pool: {k} pages to open, {len(self.storage.slots.free_slots)} free slots")
-        sel = _pick(readers, idx.tolist()) if len(idx) < len(readers) else readers
-        plain_pids = list(map(_LAST, map(_BLOCK, sel)))
-        openers = _pick(readers, opens) if k else []
+        rids = step.rids
+        openers = _pick(step.readers, opens) if k else []
         every = np.concatenate((idx, np.asarray(opens, dtype=np.int64))) if k else idx
+        whole = not k and len(idx) == len(rids)  # every sequence, in order
+        who = rids if whole else rids[every]
         opened: list[PageRecord] = []
         decided: list[np.ndarray] = []
 
         def events(pending: list[Pending]) -> None:
-            opened.extend(map(writer.fresh, openers))
-            opids = list(map(_PID, opened))
             if k:
-                self.fire_all("open", list(map(_RID, openers)), opids)
+                opened.extend(map(writer.fresh, openers))
+                self.fire_all("open", list(map(_RID, openers)), list(map(_PID, opened)))
                 deque(map(writer.link, openers, opened), maxlen=0)
-            plist = plain_pids + opids
-            pids = np.array(plist, dtype=np.int64)
-            fired = self.pipe.fire_batch("append", rids[every], pids, atomic=False,
-                                         distinct=len(set(plist)) == len(plist))
+            pids = tips.page[who]
+            fired = self.pipe.fire_batch("append", who, pids, atomic=False, distinct=True)
             if k and not fired[len(idx):].all():
                 raise _OpenRefused("an opening sequence's first token was refused")
             decided.extend((pids, fired))
@@ -125,31 +132,29 @@ class DecodeStep:
 
         def after(pending: list[Pending]) -> None:
             pids, fired = decided
-            which = every
+            which, sel = every, who
             if not fired.all():  # plain appends the spec refused: left to the one-by-one path
                 refused.extend(every[~fired].tolist())
-                which, pids = every[fired], pids[fired]
-            plist = pids.tolist()
+                which, pids, sel = every[fired], pids[fired], who[fired]
             seam = self.seam
             if k:
                 for rec in opened:
                     seam.inserted(rec)
-                seam.holders(plist[-k:], 1)
+                seam.holders(list(map(_PID, opened)), 1)
             seam.tick()
-            recs = list(map(self.pages.records.__getitem__, plist))
-            toks = tokens if len(which) == len(tokens) and not k else _pick(tokens, which.tolist())
-            deque(map(list.append, map(_TOKENS, recs), toks), maxlen=0)
-            offsets = fill[which]
+            recs = tips.record[sel]
+            toks = step.array if whole and which is every else step.array[which]
+            deque(map(list.append, map(_TOKENS, recs), toks.tolist()), maxlen=0)
+            offsets = step.fill[which]
             many = getattr(self.storage.data, "write_tokens_many", None)
             if many is None:
-                for rec, offset, token in zip(recs, offsets.tolist(), toks, strict=True):
+                for rec, offset, token in zip(recs, offsets.tolist(), toks.tolist(), strict=True):
                     self.storage.data.write_tokens(rec.gpu_slot, rec.depth, offset, (token,))
             else:
-                many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=len(recs)), self.store.vecs[DEPTH][pids],
-                     offsets, np.fromiter(toks, dtype=np.uint64, count=len(toks)))
+                many(tips.slot[sel], step.front[which] // c, offsets, toks)
             for rec in opened:
                 rec.meta.tokens = 1
-            seam.accessed(pids, plist)
+            seam.accessed(pids)
 
         if k:
             writer.transaction(events, after)
@@ -158,16 +163,16 @@ class DecodeStep:
             after([])
         return refused
 
-    def seal_many(self, readers: list[ReaderRecord], tokens: list[int]) -> None:
+    def seal_many(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray) -> None:
         """Each reader's filling page takes its last token: ``seal`` (one batch over the readers), the
         chain hashes, the windows the seals left behind slid (proposals), in one transaction, all of
         them or none; then the bytes, and the sealed pages' index entries and morphology."""
         k, writer, morph, c = len(readers), self.writer, self.morph, self.C
-        pids = list(map(_LAST, map(_BLOCK, readers)))
-        recs = list(map(self.pages.records.__getitem__, pids))
+        pids = self.tips.page[rids].tolist()
+        recs = self.tips.record[rids].tolist()
 
         def events(pending: list[Pending]) -> None:
-            self.fire_all("seal", list(map(_RID, readers)), pids)
+            self.fire_all("seal", rids.tolist(), pids)
             for rec, token in zip(recs, tokens, strict=True):
                 writer.seal_hash(rec, (token,))
             if self.config.auto_slide:  # windows W tokens behind the frontiers the seals reached
@@ -195,6 +200,18 @@ class DecodeStep:
         fire = self.pipe.fire
         for rid, pid in zip(rids, pids, strict=True):
             fire(event, rid, pid)
+
+
+class _Step:
+    """One step's sequences and what the step reads of them once: reader ids, frontiers, fills, and
+    the tokens as an array."""
+
+    __slots__ = ("readers", "tokens", "rids", "front", "fill", "array")
+
+    def __init__(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray, front: np.ndarray,
+                 fill: np.ndarray) -> None:
+        self.readers, self.tokens, self.rids, self.front, self.fill = readers, tokens, rids, front, fill
+        self.array = np.frombuffer(array("Q", tokens), dtype=np.uint64)
 
 
 class _OpenRefused(MorphcacheError):

@@ -36,6 +36,7 @@ from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
+from .tips import Tips
 
 Spans = Sequence[tuple[int, int, str]] | None
 Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
@@ -73,6 +74,7 @@ class PageWriter:
         self.C = config.page_size
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self._undo: list[Callable[[], None]] = []
+        self.tips = Tips()  # the page each reader is writing (tips.py), kept wherever a block table changes
 
     def undo(self, fn: Callable[[], Any]) -> None:
         """Register what undoes a change made outside the state store in the current transaction."""
@@ -188,6 +190,7 @@ class PageWriter:
         block, pid, parent_hash = reader.block, rec.pid, rec.parent_hash
         block.append(pid)
         self.undo(lambda: _none(block.pop()))
+        self.undo(self.tips.set(reader.rid, rec))
         self.index.add_child(parent_hash, pid, rec.tokens, rec.parent)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
 
