@@ -77,7 +77,16 @@ class DecodeStep:
             plain &= room
         idx = np.flatnonzero(plain)
         opens = np.flatnonzero((fill == 0) & room).tolist() if len(idx) < n else []
+        seals = np.flatnonzero((fill == c - 1) & room).tolist() if len(idx) < n else []
         step = _Step(readers, tokens, rids, front, fill)
+        try:
+            return self.by_kind(step, idx, opens, seals, later)
+        finally:
+            self.flush(step)
+
+    def by_kind(self, step: _Step, idx: np.ndarray, opens: list[int], seals: list[int], later: list[int]) -> list[int]:
+        """The plain and opening sequences, then the sealing ones; returns ``later`` with the
+        sequences left to the one-by-one path."""
         if opens:
             try:
                 later += self.appends(step, idx, opens)
@@ -86,10 +95,9 @@ class DecodeStep:
                 opens = []
         if len(idx) and not opens:
             later += self.appends(step, idx, [])
-        seals = np.flatnonzero((fill == c - 1) & room).tolist() if len(idx) < n else []
         if seals:
             try:
-                self.seal_many(_pick(readers, seals), _pick(tokens, seals), rids[seals])
+                self.seal_many(step, seals)
             except MorphcacheError:
                 later += seals
         return later
@@ -145,13 +153,7 @@ class DecodeStep:
             recs = tips.record[sel]
             toks = step.array if whole and which is every else step.array[which]
             deque(map(list.append, map(_TOKENS, recs), toks.tolist()), maxlen=0)
-            offsets = step.fill[which]
-            many = getattr(self.storage.data, "write_tokens_many", None)
-            if many is None:
-                for rec, offset, token in zip(recs, offsets.tolist(), toks.tolist(), strict=True):
-                    self.storage.data.write_tokens(rec.gpu_slot, rec.depth, offset, (token,))
-            else:
-                many(tips.slot[sel], step.front[which] // c, offsets, toks)
+            step.held.append((tips.slot[sel], step.front[which] // c, step.fill[which], toks))
             for rec in opened:
                 rec.meta.tokens = 1
             seam.accessed(pids)
@@ -163,11 +165,13 @@ class DecodeStep:
             after([])
         return refused
 
-    def seal_many(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray) -> None:
-        """Each reader's filling page takes its last token: ``seal`` (one batch over the readers), the
-        chain hashes, the windows the seals left behind slid (proposals), in one transaction, all of
-        them or none; then the bytes, and the sealed pages' index entries and morphology."""
-        k, writer, morph, c = len(readers), self.writer, self.morph, self.C
+    def seal_many(self, step: _Step, seals: list[int]) -> None:
+        """Each of the sequences ``seals``' filling page takes its last token: ``seal`` (one batch over
+        the readers), the chain hashes, the windows the seals left behind slid (proposals), in one
+        transaction, all of them or none; then the step's bytes, and the sealed pages' index entries
+        and morphology."""
+        readers, tokens, rids = _pick(step.readers, seals), _pick(step.tokens, seals), step.rids[seals]
+        writer, morph, c = self.writer, self.morph, self.C
         pids = self.tips.page[rids].tolist()
         recs = self.tips.record[rids].tolist()
 
@@ -182,13 +186,32 @@ class DecodeStep:
 
         def after(pending: list[Pending]) -> None:
             self.seam.tick()
-            writer.write_one_each(recs, tokens, [c - 1] * k)
-            for rec in recs:
+            for rec, token in zip(recs, tokens, strict=True):
+                rec.tokens.append(token)
                 rec.meta.tokens = c
+            step.held.append((self.tips.slot[rids], step.front[seals] // c, step.fill[seals], step.array[seals]))
+            self.flush(step)  # the bytes before the pages' morphology (compression reads them)
             self.seam.accessed(pids)
             writer.sealed_many(recs)
 
         writer.transaction(events, after)
+
+    def flush(self, step: _Step) -> None:
+        """The bytes of the step's tokens written so far, in one data-plane call when the store takes
+        many (slot, block, offset, token) at once."""
+        held, step.held = step.held, []
+        if not held:
+            return
+        cols = held[0] if len(held) == 1 else tuple(np.concatenate(x) for x in zip(*held, strict=True))
+        slots, depths, offsets, toks = cols
+        many = getattr(self.storage.data, "write_tokens_many", None)
+        if many is not None:
+            many(slots, depths, offsets, toks)
+            return
+        write = self.storage.data.write_tokens
+        for slot, depth, offset, token in zip(slots.tolist(), depths.tolist(), offsets.tolist(), toks.tolist(),
+                                              strict=True):
+            write(slot, depth, offset, (token,))
 
     def fire_all(self, event: str, rids: list[int], pids: list[int]) -> None:
         """Fire ``event`` for each reader on its page (distinct pages), inside the caller's transaction:
@@ -206,12 +229,13 @@ class _Step:
     """One step's sequences and what the step reads of them once: reader ids, frontiers, fills, and
     the tokens as an array."""
 
-    __slots__ = ("readers", "tokens", "rids", "front", "fill", "array")
+    __slots__ = ("readers", "tokens", "rids", "front", "fill", "array", "held")
 
     def __init__(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray, front: np.ndarray,
                  fill: np.ndarray) -> None:
         self.readers, self.tokens, self.rids, self.front, self.fill = readers, tokens, rids, front, fill
         self.array = np.frombuffer(array("Q", tokens), dtype=np.uint64)
+        self.held: list[tuple[np.ndarray, ...]] = []  # bytes decided, not yet written: (slots, blocks, offsets, tokens)
 
 
 class _OpenRefused(MorphcacheError):
