@@ -6,16 +6,22 @@ Token and page arithmetic (C = page size, a sequence's next token lands at ``fro
     kind                       opens        plain             seals
     events                     open(r, p)   append(r, p)      seal(r, p), then slide proposals
                                append(r, p)                   for the windows the seal left behind
-    after                      bytes written, policy told;    sealed pages hashed into the index,
-                                                              compressed, indexed, admitted
+    after                      policy told                    the step's bytes; sealed pages hashed
+                                                              into the index, compressed, indexed,
+                                                              admitted
 
     opens    fresh page ids, records and slots; ``open`` as one batch over the readers (one page
              each), all or none
     appends  one batch of ``append`` over the plain and the opening sequences, each firing on its
              own (a plain one refused is left to the one-by-one path; an opening one refused undoes
-             the opens: one transaction); the bytes in one data-plane call
+             the opens: one transaction)
     seals    ``seal`` as one batch, the chain hashes, the slides: one transaction, all or none; after
-             the commit the morphology proposals, event by event over the sealed pages
+             the commit the bytes of the whole step in one data-plane call, then the morphology
+             proposals, event by event over the sealed pages
+
+Each sequence's page, its GPU slot and record come from the tip columns (tips.py): one array index
+for the step, no pass over the block tables; the step's reader ids, frontiers, fills and tokens are
+read once (``_Step``).
 
 A kind refused as a whole (a guard, a full GPU pool) goes one by one through ``Sequences.append``,
 which reports each sequence's own refusal; so do sequences at their ``max_sequence_tokens``.  A batch
@@ -255,5 +261,4 @@ def _restore_slide(reader: ReaderRecord, value: int) -> Callable[[], None]:
     return undo
 
 
-_RID, _PID, _BLOCK, _LAST = attrgetter("rid"), attrgetter("pid"), attrgetter("block"), itemgetter(-1)
-_TOKENS, _SLOT = attrgetter("tokens"), attrgetter("gpu_slot")
+_RID, _PID, _TOKENS = attrgetter("rid"), attrgetter("pid"), attrgetter("tokens")
