@@ -78,11 +78,13 @@ class VectorFiring:
         store = pipe.store
         repeat = plan.shape == "repeat"  # one page: what does not step is one scalar for every firing
         n = dict(pipe.names.bind(ev, self.r, int(self.p[0]) if repeat else self.p, None, None))
-        steps = np.arange(self.count, dtype=np.int64)
         pre = store.varrays
-        moved = dict(pre)
-        for name, inc in plan.affine.items():
-            moved[name] = _Affine(store.rvecs[name] if name in store.rvecs else store.vecs[name], steps * inc)
+        moved = pre
+        if plan.affine:  # the columns each firing steps, seen at the k-th firing
+            steps = np.arange(self.count, dtype=np.int64)
+            moved = dict(pre)
+            for name, inc in plan.affine.items():
+                moved[name] = _Affine(store.rvecs[name] if name in store.rvecs else store.vecs[name], steps * inc)
         if repeat:
             ok = np.full(self.count, pipe.owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:

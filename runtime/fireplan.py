@@ -119,15 +119,22 @@ def _write_lines(name: str, kind: str, value: str, watchers: int) -> list[str]:
     return out
 
 
-def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> FirePlan | None:
-    """The generated ``fire`` of ``ev`` (None for an event with a '*' effect: the general code)."""
+def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent, propose: bool = False) -> FirePlan | None:
+    """The generated ``fire`` of ``ev`` (None for an event with a '*' effect: the general code).
+    ``propose``: the generated ``propose`` instead (``r, p``; the same stages, but a source state or a
+    guard that refuses returns False, nothing written and no refusal counted, as ``allowed`` would
+    answer; a firing returns True; None also for an event that takes params or observations)."""
     owner_kind, effects = pipe.write_plan_of(ev.name)
-    if any(kind == "star" for _, kind, _, _ in effects):
+    if any(kind == "star" for _, kind, _, _ in effects) or (propose and (ev.params or ev.observes)):
         return None
     scope = ctx.scope(ev)
-    body = _bind_lines(pipe, ev, True)
-    body += [f"s = {_owner_read(ev)}", "if s not in SOURCES: raise refusals.source(ev, r, p, s)",
-             f"if not ({_guard(ev)}): raise refusals.guard(ev, r, p, n)"]
+    body = _bind_lines(pipe, ev, not propose)
+    if propose:
+        body = ["params = None", *body, f"if {_owner_read(ev)} not in SOURCES: return False",
+                f"if not ({_guard(ev)}): return False"]
+    else:
+        body += [f"s = {_owner_read(ev)}", "if s not in SOURCES: raise refusals.source(ev, r, p, s)",
+                 f"if not ({_guard(ev)}): raise refusals.guard(ev, r, p, n)"]
     if pipe.strict:
         body.append("steps(ev, r, p, n)")
     for i, (eff, _kind, lo, hi) in enumerate(effects):
@@ -150,6 +157,8 @@ def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> FirePlan | Non
     body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log",
              f"if log is not None: log.append({ev.name!r})",
              "if rec: recorder.after(ev, r, p, params, before)"]
+    if propose:
+        return _compile("_propose", "r, p", [*body, "return True"], scope, ev.name)  # type: ignore[return-value]
     return _compile("_fire", "r, p, params, observed", body, scope, ev.name)  # type: ignore[return-value]
 
 

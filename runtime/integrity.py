@@ -5,8 +5,9 @@ page and reader, quantifiers over the runtime's domains); a failing ``all`` name
 breaks it with the values it read.  The runtime's invariants: pins equal live leases, every page's
 payload in exactly the stores its tier names (a page whose copy is in flight may also be at its
 source), tiers within capacity, no page id or reader leaked, chain and index bookkeeping, block
-tables equal to the ``block`` entries, maintained aggregates and pool sets equal to a fresh count,
-policy metadata equal to the state.  It knows what is in flight, so it is exact while copies run.
+tables equal to the ``block`` entries (their last pages to the tip columns), maintained aggregates
+and pool sets equal to a fresh count, policy metadata equal to the state.  It knows what is in
+flight, so it is exact while copies run.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from morphcache.spec.expr import Const, Reduce
 from morphcache.spec.pycode import compile_source
 
-from .binding import BLOCK, DEPTH, HOME, LPIN, POOL, TIER
+from .binding import BLOCK, DEPTH, HOME, LPIN, POOL, TAIL, TIER
 from .compiler import CompiledProperty
 from .errors import IntegrityError
 
@@ -174,6 +175,10 @@ def _readers(m: CacheManager, problems: list[str]) -> None:
         holders = sum(1 for lease in p.leases.leases.values() if lease.reader == rid)
         if holders != len(rec.leases):
             problems.append(f"{rec!r}: {len(rec.leases)} leases recorded, {holders} live")
+    filling = store.cspec.codes[TAIL]["filling"]
+    problems.extend(p.sequences.writer.tips.mismatches(
+        {rid: rec.block for rid, rec in p.readers.by_rid.items()},
+        lambda pid: p.pages.records[pid].gpu_slot if store.page(TAIL, pid) == filling else -1))
     for pid, page in p.pages.records.items():
         held_by = store.readers_at((BLOCK,), pid)
         if page.meta.holders != len(held_by):

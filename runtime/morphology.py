@@ -84,17 +84,15 @@ class Morphology:
         """Propose compression, indexing, admission (and tail release) for a sealed page."""
         pipe = self.pipe
         rec = self.pages.get(pid)
-        if pipe.allowed("begin_compress", None, pid):
-            pipe.fire("begin_compress", None, pid)
+        if pipe.propose("begin_compress", None, pid):
             self.storage.data.compress(rec.gpu_slot)
-        if pipe.allowed("finish_compress", None, pid):
-            pipe.fire("finish_compress", None, pid)
-        if pipe.allowed("build_index", None, pid) and self._stale_index(pid):
-            pipe.fire("build_index", None, pid)
+        pipe.propose("finish_compress", None, pid)
+        if self._stale_index(pid):
+            pipe.propose("build_index", None, pid)
         if self.config.auto_admit and self.store.page(POOL, pid) != self._pooled:
             self.admit(pid)
-        if self.config.release_tails and pipe.allowed("release_tail", None, pid):
-            pipe.fire("release_tail", None, pid)
+        if self.config.release_tails:
+            pipe.propose("release_tail", None, pid)
 
     def maintain_many(self, pids: list[int]) -> None:
         """``maintain`` for many sealed pages (a decode step's), each proposal an event over them: the
@@ -124,15 +122,8 @@ class Morphology:
             if fired.all():
                 return [] if missed else pids
             return [pid for pid, ok in zip(pids, fired.tolist(), strict=True) if ok != missed]
-        out = []
-        for pid in pids:
-            if pipe.allowed(event, None, pid):
-                pipe.fire(event, None, pid)
-                if not missed:
-                    out.append(pid)
-            elif missed:
-                out.append(pid)
-        return out
+        propose = pipe.propose
+        return [pid for pid in pids if propose(event, None, pid) != missed]
 
     def _stale_index(self, pid: int) -> bool:
         store = self.store
@@ -143,8 +134,7 @@ class Morphology:
         """Propose the page for the reuse pool; when the pool is full, evict the policy's victim and
         admit in one transaction (the victim stays if admission is still refused).  True if admitted."""
         pipe = self.pipe
-        if pipe.allowed("admit", None, pid):
-            pipe.fire("admit", None, pid)
+        if pipe.propose("admit", None, pid):
             return True
         if len(self.pooled) < self.config.capacity or pid in self.pooled:
             return False
@@ -176,9 +166,8 @@ class Morphology:
         while reader.slide_next < len(block) - 1:
             pid = block[reader.slide_next]
             if store.page(WINDOW, pid) == self._live:
-                if not pipe.allowed("slide", None, pid):
+                if not pipe.propose("slide", None, pid):
                     break
-                pipe.fire("slide", None, pid)
                 slid += 1
             reader.slide_next += 1
         return slid
@@ -216,7 +205,6 @@ class Morphology:
         """Propose ``slide`` for every live window of the reader but its last page; how many slid."""
         slid = 0
         for pid in reader.block[:-1]:
-            if self.store.page(WINDOW, pid) == self._live and self.pipe.allowed("slide", None, pid):
-                self.pipe.fire("slide", None, pid)
+            if self.store.page(WINDOW, pid) == self._live and self.pipe.propose("slide", None, pid):
                 slid += 1
         return slid

@@ -19,7 +19,6 @@ undo action is registered for each), so a refusal leaves everything as it was.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
@@ -36,6 +35,7 @@ from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
+from .tips import Tips
 
 Spans = Sequence[tuple[int, int, str]] | None
 Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
@@ -73,28 +73,11 @@ class PageWriter:
         self.C = config.page_size
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self._undo: list[Callable[[], None]] = []
+        self.tips = Tips()  # the page each reader is writing (tips.py), kept wherever a block table changes
 
     def undo(self, fn: Callable[[], Any]) -> None:
         """Register what undoes a change made outside the state store in the current transaction."""
         self._undo.append(fn)
-
-    def write_one_each(self, recs: list[PageRecord], tokens: list[int], offsets: list[int] | None = None) -> None:
-        """Each page of ``recs`` takes one more token (at ``offsets``, its token count, when given): records
-        and the data plane (in one call when the store can)."""
-        lists = list(map(_TOKENS, recs))
-        if offsets is None:
-            offsets = list(map(len, lists))
-        deque(map(list.append, lists, tokens), maxlen=0)
-        many = getattr(self.storage.data, "write_tokens_many", None)
-        if many is not None and len(recs) > 4:
-            n = len(recs)
-            many(np.fromiter(map(_SLOT, recs), dtype=np.int64, count=n),
-                 np.fromiter(map(_DEPTH, recs), dtype=np.int64, count=n),
-                 np.fromiter(offsets, dtype=np.int64, count=n), np.fromiter(tokens, dtype=np.uint64, count=n))
-            return
-        write = self.storage.data.write_tokens
-        for rec, offset, token in zip(recs, offsets, tokens, strict=True):
-            write(rec.gpu_slot, rec.depth, offset, (token,))
 
     def room(self, reader: ReaderRecord, start: int, n: int) -> None:
         """Free GPU slots for every page ``n`` tokens from ``start`` open (never the reader's own pages)."""
@@ -188,6 +171,7 @@ class PageWriter:
         block, pid, parent_hash = reader.block, rec.pid, rec.parent_hash
         block.append(pid)
         self.undo(lambda: _none(block.pop()))
+        self.undo(self.tips.set(reader.rid, rec))
         self.index.add_child(parent_hash, pid, rec.tokens, rec.parent)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
 
@@ -268,5 +252,4 @@ def _none(_: object) -> None:
     return None
 
 
-_TOKENS, _SLOT, _DEPTH = attrgetter("tokens"), attrgetter("gpu_slot"), attrgetter("meta.depth")
 _PID = attrgetter("pid")

@@ -67,6 +67,7 @@ class Pipeline:
         self._context = PlanContext(self, self._bounds, self._steps)
         self._fire_plans: dict[str, Callable[[Any, Any, Any, Any], None]] = {}  # fireplan.py, built when first fired
         self._allow_plans: dict[str, Callable[[Any, Any], bool]] = {}
+        self._propose_plans: dict[str, Callable[[Any, Any], bool]] = {}
         self.vector_firings = 0  # firings decided by the vector backend (batches with a plan)
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
@@ -89,6 +90,7 @@ class Pipeline:
         self.watchers.setdefault(name, []).append(fn)
         self._fire_plans.clear()  # the plans call the watchers they saw when built
         self._allow_plans.clear()
+        self._propose_plans.clear()
 
     def notify(self, name: str, index: Any) -> None:
         """Tell the watchers of ``name`` that it changed at ``index``."""
@@ -187,6 +189,24 @@ class Pipeline:
             plan = self._allow_plans[name] = (build_allowed(self, self._context, ev) if self.fast else None) or \
                 (lambda r, p: self.allowed_general(ev, r, p))
         return plan(r, p)
+
+    def propose(self, name: str, r: int | None = None, p: int | None = None) -> bool:
+        """``fire(name, r, p)`` if ``allowed(name, r, p)``, in one pass (the event's generated plan on the
+        fast path): True if it fired; False, nothing changed and no refusal counted, if its source state
+        or guard refuses.  The runtime's own proposals (compress, admit, slide) go this way."""
+        plan = self._propose_plans.get(name)
+        if plan is None:
+            ev = self.cspec.events.get(name)
+            if ev is None:
+                raise ConfigError(f"the spec has no event '{name}'")
+            built: Any = build_fire(self, self._context, ev, propose=True) if self.fast else None
+            plan = self._propose_plans[name] = built or (lambda r, p: self.allowed(name, r, p)
+                                                         and self._fired(name, r, p))
+        return plan(r, p)
+
+    def _fired(self, name: str, r: int | None, p: int | None) -> bool:
+        self.fire(name, r, p)
+        return True
 
     def allowed_general(self, ev: CompiledEvent, r: int | None, p: int | None) -> bool:
         """``allowed`` written once for every event (the general path)."""

@@ -54,6 +54,7 @@ class ReaderTable:
         self.on_retire: list[Callable[[int], None]] = []
         self._active = store.cspec.codes[SEQ]["active"]
         self._idle_graph = store.cspec.codes[GRAPH]["idle"]
+        self._step: tuple[list[str], StepReaders] | None = None  # the last decode step's names and readers
 
     def named(self, name: str) -> ReaderRecord:
         """The reader called ``name``, created (idle) if it does not exist."""
@@ -71,6 +72,7 @@ class ReaderTable:
         self.by_rid[rec.rid] = rec
         if name is not None:
             self.by_name[name] = rec
+            self._step = None
         return rec
 
     def active(self, rec: ReaderRecord) -> bool:
@@ -87,7 +89,12 @@ class ReaderTable:
     def sequence_many(self, names: list[str]) -> list[ReaderRecord]:
         """``sequence`` of each of ``names`` (a decode step's): one pass over the names and one vector
         read of their states (the readers come back as a ``StepReaders``, their ids with them);
-        UnknownSequenceError for the first that is not a live sequence."""
+        UnknownSequenceError for the first that is not a live sequence.  The same names as the last
+        step's (no name added or retired since) are the same readers: only their states are read."""
+        last = self._step
+        if last is not None and last[0] == names:
+            if bool((self.store.rvecs[SEQ][last[1].rids] == self._active).all()):
+                return last[1]
         recs = StepReaders(map(self.by_name.get, names))  # type: ignore[arg-type]  # None: no such name
         try:
             rids = np.fromiter(map(_RID, recs), dtype=np.int64, count=len(recs))
@@ -95,6 +102,7 @@ class ReaderTable:
             rids = None
         if rids is not None and bool((self.store.rvecs[SEQ][rids] == self._active).all()):
             recs.rids = rids
+            self._step = (names, recs)
             return recs
         return [self.sequence(name) for name in names]
 
@@ -115,6 +123,7 @@ class ReaderTable:
         del self.by_rid[rec.rid]
         if rec.name is not None and self.by_name.get(rec.name) is rec:
             del self.by_name[rec.name]
+            self._step = None
         self.store.free_reader(rec.rid)
         for fn in self.on_retire:
             fn(rec.rid)

@@ -92,6 +92,7 @@ class Sequences:
 
         self.writer.transaction(events)
         reader.block = []
+        self.writer.tips.set(reader.rid, None)
         reader.slide_next = 0
         records = self.pages.records
         self.seam.holders(pids, -1, block)
@@ -184,6 +185,7 @@ class Sequences:
                         pipe.fire_batch("release_last", rid, last)
                 reader.block.extend(listed)
                 self.writer.undo(lambda: reader.block.clear())
+                self.writer.undo(self.writer.tips.set(rid, self.pages.records[lease.pages[-1]]))
                 pipe.fire("end_attach", rid)  # the windows the reader's kernels will read are there
             if extra:
                 self.writer.events(reader, len(full) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .holders import MANY, Holders
+
 EMPTY: dict[int, int] = {}
 
 
@@ -35,7 +37,7 @@ class RPView:
     writes added after its arrays were taken (a page opened at the end of a block table).
     The state store keeps the forms in step on every write (``extend``, ``forget``)."""
 
-    __slots__ = ("data", "init", "rows", "grown", "only")
+    __slots__ = ("data", "init", "rows", "grown", "only", "holders", "other")
 
     def __init__(self, data: dict[int, dict[int, int]], init: int) -> None:
         self.data = data
@@ -43,6 +45,13 @@ class RPView:
         self.rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.grown: dict[int, tuple[list[int], list[int]]] = {}
         self.only: set[int] = set()
+        self.holders: Holders | None = None  # the reverse index, when a two-valued variable has one
+        self.other = init  # its one value besides the initial
+
+    def two_valued(self, holders: Holders, other: int) -> None:
+        """The variable takes only ``init`` and ``other``, and ``holders`` is its reverse index (kept by
+        the state store on every write): an entry is ``other`` exactly where the index has its reader."""
+        self.holders, self.other = holders, other
 
     def known(self, rid: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The reader's whole row as arrays, if kept."""
@@ -143,6 +152,8 @@ class RPView:
             return np.fromiter(map(row.get, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(p))
         if r.__class__ is np.ndarray and p.__class__ is np.ndarray and r.ndim == 1 and r.shape == p.shape \
                 and len(r) > 8 and r[0] != r[-1]:  # many readers, a page each (a decode step): a pass per pair
+            if self.holders is not None:
+                return self._gather_held(r, p)
             readers = r.tolist()
             if self.only:
                 for rid in self.only.intersection(readers):
@@ -175,4 +186,19 @@ class RPView:
                 get, init = row.get, self.init
                 values = [get(q, init) for q in pages]
             flat[sel] = values
+        return out
+
+    def _gather_held(self, r: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Values at pairs ``(r[i], p[i])`` read off the reverse index (a two-valued variable): the
+        page's one holder compared at once, the pages several readers hold looked up in their sets."""
+        holders = self.holders
+        assert holders is not None
+        one = holders.vec[p]
+        out = np.where(one == r, self.other, self.init)
+        shared = np.flatnonzero(one == MANY)
+        if len(shared):
+            many = holders.many
+            for i, rid, pid in zip(shared.tolist(), r[shared].tolist(), p[shared].tolist(), strict=True):
+                if rid in many[pid]:
+                    out[i] = self.other
         return out

@@ -62,6 +62,9 @@ class StateStore:
         for name in self.rp_names:
             view = RPView(self.rp[name], int(self.init[name]))
             self.arrays[name] = self.varrays[name] = self.views[name] = view
+            codes = cspec.codes.get(name)
+            if name in self.rev and codes is not None and len(codes) == 2:  # a two-state object
+                view.two_valued(self.rev[name], next(c for c in codes.values() if c != view.init))
         self._grow_pages(page_capacity)
         self._grow_readers(reader_capacity)
         self.journal: list[tuple[Any, ...]] | None = None
@@ -247,6 +250,8 @@ class StateStore:
         table = self.rp[name]
         view = self.views[name]
         init = self.init[name]
+        if view.holders is not None and value != init and value != view.other:
+            view.holders = None  # a third value: read from the rows from now on
         if rid in view.only and value != init and not view.holds(rid, pid):  # a page added to a row in
             if self.journal is not None:                                      # array form: it stays so
                 self.journal.append(("rp", name, rid, pid, init))
@@ -289,6 +294,8 @@ class StateStore:
         view = self.views[name]
         table = self.rp[name]
         n = len(pids)
+        if view.holders is not None and not _two_valued(values, init, view.other):
+            view.holders = None  # a third value: read from the rows from now on
         lazy = rid in view.only
         found = table.get(rid)
         known = view.known(rid) if rid in view.rows else None
@@ -429,3 +436,11 @@ class StateStore:
             self.journal = None
         return restored
 
+
+def _two_valued(values: list[int] | np.ndarray | int, init: int, other: int) -> bool:
+    """Whether every value of ``values`` is ``init`` or ``other``."""
+    if isinstance(values, int):
+        return values in (init, other)
+    if isinstance(values, np.ndarray):
+        return not bool(((values != init) & (values != other)).any())
+    return set(values) <= {init, other}

@@ -1,6 +1,7 @@
 """The generated fire plans (fireplan.py) against the pipeline's general code: on the states a random
 workload leaves, every event for every reader and page either fires the same way through both (the
-same writes, the same count) or is refused the same way; ``allowed`` gives the same answer."""
+same writes, the same count) or is refused the same way; ``allowed`` gives the same answer, and
+``propose`` fires exactly where ``allowed`` holds (as ``fire`` does) and changes nothing elsewhere."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ def test_plans_fire_and_refuse_as_the_general_code(tmp_path: Any) -> None:
                 assert snapshot(pipe) == before
                 general = attempt(pipe, lambda: pipe.fire_general(ev, r, p, None, None))  # noqa: B023
                 assert planned == general, (ev.name, r, p)
+                allowed = pipe.allowed(ev.name, r, p)
+                answers: list[bool] = []
+                proposed = attempt(pipe, lambda: answers.append(pipe.propose(ev.name, r, p)))  # noqa: B023
+                assert answers == [allowed], (ev.name, r, p)
+                assert proposed == (planned if allowed else ("fired", before)), (ev.name, r, p)
                 checked += 1
                 refused += planned[0] == "refused"
     assert checked > 200 and 0 < refused < checked

@@ -1,0 +1,74 @@
+"""The page each reader is writing: the last page of its block table, its GPU slot and its record, in
+reader-indexed columns, so that a decode step reads them for every sequence with one array index
+instead of a pass over the readers' block tables and the page records.
+
+::
+
+    reader     block table        page   slot   record
+    #0         [7, 12, 31]        31     5      PageRecord 31
+    #1         []                 -1     -1     None
+    #2         [7, 40]            40     9      PageRecord 40
+
+Kept by whoever changes a block table (``PageWriter.link``, ``Sequences.attach`` and ``free``), with
+the undo that restores it when the transaction rolls back.  The slot is the one the page had when it
+joined the table: a page still filling never leaves the GPU (``offload`` and ``drop`` need a sealed
+tail), so the slot of a filling page, the only kind a decode step writes into, is current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .pages import PageRecord
+
+
+class Tips:
+    """``page``, ``slot`` and ``record`` of every reader's last block (-1, -1, None: an empty table)."""
+
+    def __init__(self, capacity: int = 16) -> None:
+        self.page = np.full(capacity, -1, dtype=np.int64)
+        self.slot = np.full(capacity, -1, dtype=np.int64)
+        self.record = np.full(capacity, None, dtype=object)
+
+    def ensure(self, rid: int) -> None:
+        """Rows for reader ids up to ``rid``."""
+        size = len(self.page)
+        if rid < size:
+            return
+        new = max(2 * size, rid + 1)
+        page = np.full(new, -1, dtype=np.int64)
+        slot = np.full(new, -1, dtype=np.int64)
+        record = np.full(new, None, dtype=object)
+        page[:size], slot[:size], record[:size] = self.page, self.slot, self.record
+        self.page, self.slot, self.record = page, slot, record
+
+    def set(self, rid: int, rec: PageRecord | None) -> Callable[[], None]:
+        """Reader ``rid``'s block table now ends with ``rec`` (None: it is empty); returns what undoes it."""
+        self.ensure(rid)
+        old = (int(self.page[rid]), int(self.slot[rid]), self.record[rid])
+        if rec is None:
+            self.page[rid], self.slot[rid], self.record[rid] = -1, -1, None
+        else:
+            self.page[rid], self.slot[rid], self.record[rid] = rec.pid, rec.gpu_slot, rec
+
+        def undo() -> None:
+            self.page[rid], self.slot[rid], self.record[rid] = old
+
+        return undo
+
+    def mismatches(self, tables: dict[int, list[int]], slot_of: Callable[[int], int]) -> list[str]:
+        """What disagrees with the block tables ``tables`` (reader id -> its pages) and, for a last page
+        still filling, whose slot ``slot_of`` gives (-1: not filling: not compared)."""
+        out = []
+        for rid, block in tables.items():
+            want = block[-1] if block else -1
+            have = int(self.page[rid]) if rid < len(self.page) else -1
+            if have != want:
+                out.append(f"reader #{rid}: last block {want}, tip column {have}")
+            elif want >= 0:
+                slot = slot_of(want)
+                if slot >= 0 and slot != int(self.slot[rid]):
+                    out.append(f"reader #{rid}: page {want} in GPU slot {slot}, tip column {int(self.slot[rid])}")
+        return out
