@@ -185,7 +185,7 @@ class Sequences:
                         pipe.fire_batch("release_last", rid, last)
                 reader.block.extend(listed)
                 self.writer.undo(lambda: reader.block.clear())
-                self.writer.undo(self.writer.tips.set(rid, self.pages.records[lease.pages[-1]]))
+                self.writer.undo(self.writer.tips.set(rid, self.pages.records[listed[-1]]))
                 pipe.fire("end_attach", rid)  # the windows the reader's kernels will read are there
             if extra:
                 self.writer.events(reader, len(full) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]
