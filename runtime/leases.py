@@ -118,6 +118,6 @@ class LeaseBook:
         for lease in leases:
             slots.append([self.pages.get(pid).gpu_slot for pid in lease.pinned])
             tail = [lease.tail_generation] if lease.tail_generation is not None else []
-            gens.append(list(lease.generations) + tail)
-            lens.append(lease.tokens if lease.tail is not None else len(lease.pages) * page_size)
+            gens.append(lease.generation_ids.tolist() + tail)
+            lens.append(lease.tokens if lease.tail is not None else len(lease.page_ids) * page_size)
         return slots, gens, lens
