@@ -41,6 +41,17 @@ def spec_variant(tmp: Path, edits: dict[str, Any], name: str = "variant.yaml") -
     return path
 
 
+def bare_store(m: Any, pages: int, readers: int) -> Any:
+    """The state store of manager ``m`` with ``pages`` page ids and ``readers`` reader ids allocated
+    (for tests that write rows directly)."""
+    store = m.parts.pipe.store
+    for _ in range(pages):
+        store.alloc_page()
+    for _ in range(readers):
+        store.alloc_reader()
+    return store
+
+
 def toks(start: int, n: int) -> list[int]:
     """``n`` distinct tokens starting at ``start``."""
     return list(range(start, start + n))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rt_helpers import bare_store
 
 from morphcache.runtime import CacheManager
 
@@ -57,11 +58,7 @@ def _agree(store, model, init) -> None:
 @given(st.lists(op, max_size=40))
 def test_rows_in_both_forms_read_as_the_model(ops) -> None:
     with CacheManager() as m:
-        store = m.parts.pipe.store
-        for _ in range(PAGES):
-            store.alloc_page()
-        for _ in range(READERS):
-            store.alloc_reader()
+        store = bare_store(m, PAGES, READERS)
         init = {name: int(store.init[name]) for name in NAMES}
         model: dict[str, dict[int, dict[int, int]]] = {name: {} for name in NAMES}
         saved: list[tuple[int, dict[str, dict[int, dict[int, int]]]]] = []

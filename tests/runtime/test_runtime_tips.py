@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rt_helpers import small_config, toks
+from rt_helpers import bare_store, small_config, toks
 
 from morphcache.runtime import BadInputError, CacheManager, IntegrityError, Ready, UnknownSequenceError
 
@@ -31,11 +31,7 @@ def test_block_of_many_readers_reads_as_the_rows(ops, pairs) -> None:
     """``block`` takes two values, so a pair is 'in' exactly where the reverse index has its reader:
     pages held by one reader and by several, writes single and whole-row, rollbacks."""
     with CacheManager() as m:
-        store = m.parts.pipe.store
-        for _ in range(PAGES):
-            store.alloc_page()
-        for _ in range(READERS):
-            store.alloc_reader()
+        store = bare_store(m, PAGES, READERS)
         view = store.views["block"]
         assert view.holders is not None
         model: dict[tuple[int, int], int] = {}
