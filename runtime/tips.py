@@ -17,7 +17,7 @@ tail), so the slot of a filling page, the only kind a decode step writes into, i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -48,15 +48,30 @@ class Tips:
         """Reader ``rid``'s block table now ends with ``rec`` (None: it is empty); returns what undoes it."""
         self.ensure(rid)
         old = (int(self.page[rid]), int(self.slot[rid]), self.record[rid])
-        if rec is None:
-            self.page[rid], self.slot[rid], self.record[rid] = -1, -1, None
-        else:
-            self.page[rid], self.slot[rid], self.record[rid] = rec.pid, rec.gpu_slot, rec
+        self.point(rid, rec)
 
         def undo() -> None:
             self.page[rid], self.slot[rid], self.record[rid] = old
 
         return undo
+
+    def point(self, rid: int, rec: PageRecord | None) -> None:
+        """``set`` without its undo: for a write whose whole run of opened pages one ``restorer`` undoes
+        (a long write opens a page every C tokens; one closure and its saved values a page would
+        be garbage the size of the request's own token ints, scattering the next request's)."""
+        self.ensure(rid)
+        if rec is None:
+            self.page[rid], self.slot[rid], self.record[rid] = -1, -1, None
+        else:
+            self.page[rid], self.slot[rid], self.record[rid] = rec.pid, rec.gpu_slot, rec
+
+    def restorer(self, rid: int, block: list[int], records: Mapping[int, PageRecord]) -> Callable[[], None]:
+        """What points the tip back at the last page of ``block`` as it is when called (the undo of a
+        write, run after the block table's own undo restored it)."""
+        def restore() -> None:
+            self.point(rid, records[block[-1]] if block else None)
+
+        return restore
 
     def mismatches(self, tables: dict[int, list[int]], slot_of: Callable[[int], int]) -> list[str]:
         """What disagrees with the block tables ``tables`` (reader id -> its pages) and, for a last page

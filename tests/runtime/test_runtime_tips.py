@@ -97,6 +97,36 @@ def test_tip_columns_follow_the_block_tables() -> None:
     m.close()
 
 
+def test_a_long_write_undone_midway_points_the_tip_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write opening many pages keeps one undo for the tip (not one a page): a fault at its third
+    page's open rolls everything back, the tip included."""
+    m = CacheManager(config=small_config(gpu_pages=64, pool_capacity=16))
+    m.register("w", toks(0, 6))
+    writer = m.parts.sequences.writer
+    rid = m.parts.readers.sequence("w").rid
+    before = (int(writer.tips.page[rid]), int(writer.tips.slot[rid]), writer.tips.record[rid])
+    fresh, calls = writer.fresh, []
+
+    def failing(reader: object) -> object:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("fault at the third page")
+        return fresh(reader)
+
+    monkeypatch.setattr(writer, "fresh", failing)
+    with pytest.raises(RuntimeError):
+        m.append("w", toks(50, 40))
+    assert len(calls) == 3
+    assert (int(writer.tips.page[rid]), int(writer.tips.slot[rid]), writer.tips.record[rid]) == before
+    assert m.frontier("w") == 6
+    m.check_integrity()
+    monkeypatch.undo()
+    m.append("w", toks(50, 40))
+    assert writer.tips.page[rid] == m.sequence_pages("w")[-1]
+    m.check_integrity()
+    m.close()
+
+
 def test_the_last_steps_readers_go_with_a_name() -> None:
     """A step with the same names as the last one reuses its readers, until a sequence is freed (its
     name gone, or its reader kept idle by a lease) or registered again."""
