@@ -34,12 +34,13 @@ of the page accepted before it (the root's at block 0)::
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .chainhash import ROOT_HASH, chain_hash, chain_keys
+from .continuations import Continuations
 from .keytable import KeyTable
 
 __all__ = ["ROOT_HASH", "NominalHit", "PrefixIndex", "SealedRows", "chain_hash", "token_array"]
@@ -198,8 +199,7 @@ class PrefixIndex:
     def __init__(self, page_size: int) -> None:
         self.page_size = page_size
         self.by_hash: dict[int, int] = {}
-        self.by_parent: dict[int, dict[int, list[int]]] = {}  # parent hash -> {pid: tokens}
-        self.parent_of: dict[int, int] = {}  # pid in by_parent -> its parent page (-1 at depth 0)
+        self.kids = Continuations()  # parent hash -> pages continuing it, by first token; sealed pages by hash
         self.sealed = SealedRows(page_size)
         self.table = KeyTable()  # by_hash, for many keys at once
         self.scratch = Scratch()
@@ -207,28 +207,25 @@ class PrefixIndex:
     def add_child(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
         """Make page ``pid`` (tokens still growing), whose parent is page ``parent`` (-1 at depth 0), a
         candidate continuation of ``parent_hash``."""
-        self.by_parent.setdefault(parent_hash, {})[pid] = tokens
-        self.parent_of[pid] = parent
+        self.kids.add(parent_hash, pid, tokens, parent)
 
     def remove_child(self, parent_hash: int, pid: int) -> None:
         """Forget ``pid`` as a continuation."""
-        kids = self.by_parent.get(parent_hash)
-        if kids is not None:
-            kids.pop(pid, None)
-            if not kids:
-                del self.by_parent[parent_hash]
-        self.parent_of.pop(pid, None)
+        self.kids.remove(parent_hash, pid)
 
     def seal(self, pid: int, parent: int, tokens: Sequence[int]) -> None:
         """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not)."""
         self.sealed.seal(pid, parent, tokens)
 
     def forget(self, pid: int) -> None:
-        """Drop what the index keeps of page ``pid`` beyond its entries (its row and class)."""
+        """Drop what the index keeps of page ``pid`` beyond its entries (its row and class, its hash)."""
         self.sealed.forget(pid)
+        self.kids.unsealed(pid)
 
     def add_sealed(self, h: int, pid: int) -> bool:
-        """Index a sealed page under its chain hash; False if another page already has that hash."""
+        """Index a sealed page under its chain hash; False if another page already has that hash (the
+        page is then a duplicate ``duplicate`` may find)."""
+        self.kids.sealed(h, pid)
         if h in self.by_hash:
             return False
         self.by_hash[h] = pid
@@ -263,22 +260,31 @@ class PrefixIndex:
         i = len(full) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
-        first = rest[0] if rest else None
-        for pid, stored in self.by_parent.get(h, {}).items() if rest else ():
-            if not stored or stored[0] != first or not self._continues(pid, last):
+        order = self.kids.order
+        for pid, stored in self.kids.starting(h, rest[0]) if rest else ():  # the first token matches
+            if not self._continues(pid, last):
                 continue
-            m = 0
+            m = 1
             top = min(len(rest), len(stored))
             while m < top and rest[m] == stored[m]:
                 m += 1
             m = min(m, c - 1)
-            if m > best_len:
-                best, best_len = pid, m
+            if m > best_len or (m == best_len and best is not None and order[pid] < order[best]):
+                best, best_len = pid, m  # the longest match, the first opened of equals
         return NominalHit(tuple(full), best, best_len, i + best_len, hit)
+
+    def duplicate(self, h: int, parent_hash: int, gone: int, sealed: Callable[[int], int | None]) -> int | None:
+        """The first opened page other than ``gone`` that continues ``parent_hash`` and whose chain hash
+        (``sealed(pid)``: None for a page gone or not sealed) is ``h``; None if there is none."""
+        kids = self.kids.by_parent.get(parent_hash, {})
+        for other in self.kids.sealed_with(h):
+            if other != gone and other in kids and sealed(other) == h:
+                return other
+        return None
 
     def _continues(self, pid: int, last: int) -> bool:
         """Whether page ``pid`` continues exactly the prefix ending with sealed page ``last``."""
-        parent = self.parent_of[pid]
+        parent = self.kids.parent_of[pid]
         if parent == last:
             return True
         return parent >= 0 and last >= 0 and bool(self.sealed.cls[parent] == self.sealed.cls[last])
