@@ -51,6 +51,25 @@ class Prefetcher:
         with self.tiers.holding(pid, frozenset() if held else protect):
             return self._prefetch(pid, protect)
 
+    def reserve(self, pids: list[int], protect: frozenset[int] | set[int]) -> None:
+        """Before ``prefetch`` of each of ``pids`` in turn (the caller holds them and ``protect``): the
+        GPU room their copies will take, made in one go when that is exactly the room they would make
+        one slot at a time (``TierMover.room_at_once``); otherwise nothing (each makes its own).  The
+        pages counted are those whose ``prefetch`` will take a slot: known, not in flight, on the host
+        or disk, the spec allowing it; the victims' moves change none of that (page-local events on
+        unprotected GPU and host pages), nor does a ``prefetch`` fired on another page."""
+        pipe, find, inflight = self.pipe, self.pages.find, self.busy.inflight
+        need = 0
+        for pid in pids:
+            rec = find(pid)
+            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and \
+                    pipe.allowed("prefetch", None, pid):
+                need += 1
+        slots = self.storage.slots
+        free = len(slots.free_slots)
+        if need > free and self.tiers.room_at_once(need - free, protect):
+            slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
+
     def _prefetch(self, pid: int, protect: frozenset[int] | set[int]) -> Future[None]:
         rec = self.pages.get(pid)
         pipe = self.pipe

@@ -56,6 +56,7 @@ class Recovery:
         failed: list[tuple[int, str]] = []
         futures: list[Future[None]] = []
         with self.lock:
+            self.prefetcher.reserve(list(plan.pages_on("prefetch")), protect)
             for pid in plan.pages_on("prefetch"):
                 if pid not in self.pages:
                     failed.append((pid, "page is gone"))

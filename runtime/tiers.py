@@ -58,6 +58,13 @@ class SlotPool:
         del self.owner[slot]
         self.free_slots.append(slot)
 
+    def behind(self, n: int) -> None:
+        """The last ``n`` slots given back are taken after the others, the first given first (as when
+        each is given back just before it is taken)."""
+        if n:
+            free = self.free_slots
+            free[:] = free[:-n - 1:-1] + free[:-n]
+
 
 class HostTier:
     """Payloads in host memory, keyed by page id, at most ``capacity`` pages."""
