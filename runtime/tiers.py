@@ -177,16 +177,21 @@ class DiskTier:
             fd, tmp = self.temp_file(pid)
             try:
                 try:
-                    body = memoryview(_HEADER.pack(_MAGIC, len(data), check) + data)
-                    while body:
-                        body = body[os.write(fd, body):]
+                    body = _HEADER.pack(_MAGIC, len(data), check) + data
+                    done = os.write(fd, body)
+                    if done < len(body):  # a short write: the rest
+                        rest = memoryview(body)[done:]
+                        while rest:
+                            rest = rest[os.write(fd, rest):]
                     os.fsync(fd)
                 finally:
                     os.close(fd)
                 os.replace(tmp, target)
             except BaseException:
-                if os.path.exists(tmp):
+                try:
                     os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
                 raise
             os.fsync(self._dir_fd())
         except OSError as exc:
@@ -227,8 +232,9 @@ class DiskTier:
         """Delete the page file (no error if it is already gone); False if it could not be deleted (it
         is then a leftover, retried by ``sweep``)."""
         self.pages.discard(pid)
-        path = self.path(pid)
-        self.leftovers.discard(path)
+        path = Path(f"{self._prefix}{pid}.kv")
+        if self.leftovers:
+            self.leftovers.discard(path)
         try:
             path.unlink()
         except FileNotFoundError:
