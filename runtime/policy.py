@@ -222,6 +222,17 @@ class LRUPolicy(EvictionPolicy):
             pages.reverse()
             touched.clear()
             return pages
+        if sum(1 if x.__class__ is int else len(x) for x in touched) <= 256:  # few: the same, in Python
+            flat: list[int] = []
+            for x in touched:  # stamps rise in touch order: the last occurrence is the last stamp
+                if x.__class__ is int:
+                    flat.append(x)
+                else:
+                    flat.extend(x.tolist())
+            touched.clear()
+            pages = list(dict.fromkeys(reversed(flat)))
+            pages.reverse()
+            return pages
         singles = [x for x in touched if x.__class__ is int]
         parts = [x for x in touched if x.__class__ is not int]
         touched.clear()
