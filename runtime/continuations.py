@@ -13,108 +13,133 @@ sealed ones by their own chain hash::
 
 A page with no token yet when it was opened is filed lazily (tokens only ever grow until the page
 is forgotten, so its first token never changes once written).  Every search answers in open order
-(the order the pages were added): the first best match, the first duplicate.
+(the order the pages were added): the first best match, the first duplicate.  The maps are flat (a
+bucket of one page is the page id itself, a dict only when pages share it): tens of thousands of
+live pages must not cost the garbage collector a container each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 
 class Continuations:
-    """``parent hash -> pages`` (with their growing tokens), filed by first token, and sealed pages by
-    their chain hash."""
+    """Pages continuing each chain hash (with their growing tokens), filed by first token, and sealed
+    pages by their chain hash."""
 
     def __init__(self) -> None:
-        self.by_parent: dict[int, dict[int, list[int]]] = {}  # parent hash -> {pid: tokens}, in open order
-        self.parent_of: dict[int, int] = {}  # pid in by_parent -> its parent page (-1 at depth 0)
-        self.order: dict[int, int] = {}  # pid -> when it was added (its place in ``by_parent``'s order)
+        self.info: dict[int, tuple[int, int, int]] = {}  # pid -> (hash it continues, parent page, open order)
+        self.tokens: dict[int, list[int]] = {}  # pid -> its token list (the record's, still growing)
         self._added = 0
-        self._first: dict[tuple[int, int], dict[int, list[int]]] = {}  # (parent hash, first token) -> pages
-        self._first_of: dict[int, tuple[int, int]] = {}  # pid -> its key in ``_first``
-        self._unfiled: dict[int, dict[int, list[int]]] = {}  # parent hash -> pages with no token yet
-        self._sealed: dict[int, dict[int, None]] = {}  # chain hash -> pages sealed with it
+        self._first: dict[tuple[int, int], int | dict[int, None]] = {}  # (hash, first token) -> page(s)
+        self._unfiled: dict[int, dict[int, None]] = {}  # hash -> pages with no token yet (the others: filed)
+        self._sealed: dict[int, int | dict[int, None]] = {}  # chain hash -> page(s) sealed with it
         self._hash_of: dict[int, int] = {}  # pid -> its key in ``_sealed``
+
+    def __len__(self) -> int:
+        return len(self.info)
 
     def add(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
         """Page ``pid`` (``tokens``: its token list, still growing), whose parent is page ``parent``,
         continues ``parent_hash``."""
-        kids = self.by_parent.setdefault(parent_hash, {})
-        if pid in kids:  # added again: keeps its place, as a dict keeps a key's
+        old = self.info.get(pid)
+        if old is not None and old[0] == parent_hash:  # added again: keeps its place
             self._unfile(parent_hash, pid)
+            order = old[2]
         else:
-            self.order[pid] = self._added
+            if old is not None:
+                self.remove(old[0], pid)
+            order = self._added
             self._added += 1
-        kids[pid] = tokens
-        self.parent_of[pid] = parent
+        self.info[pid] = (parent_hash, parent, order)
+        self.tokens[pid] = tokens
         if tokens:
-            self._file(parent_hash, pid, tokens)
+            self._file(parent_hash, pid, tokens[0])
         else:
-            self._unfiled.setdefault(parent_hash, {})[pid] = tokens
+            self._unfiled.setdefault(parent_hash, {})[pid] = None
 
     def remove(self, parent_hash: int, pid: int) -> None:
         """``pid`` no longer continues ``parent_hash``."""
-        kids = self.by_parent.get(parent_hash)
-        if kids is not None and kids.pop(pid, None) is not None:
-            if not kids:
-                del self.by_parent[parent_hash]
+        old = self.info.get(pid)
+        if old is not None and old[0] == parent_hash:
             self._unfile(parent_hash, pid)
-            del self.order[pid]
-        self.parent_of.pop(pid, None)
+            del self.info[pid], self.tokens[pid]
 
-    def _file(self, parent_hash: int, pid: int, tokens: list[int]) -> None:
-        key = (parent_hash, tokens[0])
-        self._first.setdefault(key, {})[pid] = tokens
-        self._first_of[pid] = key
+    def _file(self, parent_hash: int, pid: int, first: int) -> None:
+        _put(self._first, (parent_hash, first), pid)
 
     def _unfile(self, parent_hash: int, pid: int) -> None:
-        key = self._first_of.pop(pid, None)
-        if key is not None:
-            bucket = self._first[key]
-            del bucket[pid]
-            if not bucket:
-                del self._first[key]
-            return
         unfiled = self._unfiled.get(parent_hash)
-        if unfiled is not None:
-            unfiled.pop(pid, None)
+        if unfiled is not None and pid in unfiled:
+            del unfiled[pid]
             if not unfiled:
                 del self._unfiled[parent_hash]
+        else:  # filed under the first token it had then, which it still has
+            _take(self._first, (parent_hash, self.tokens[pid][0]), pid)
 
-    def starting(self, parent_hash: int, first: int) -> Iterator[tuple[int, list[int]]]:
-        """The pages continuing ``parent_hash`` whose first token is ``first``, with their tokens (in
-        no particular order: ``order`` says which came first)."""
+    def starting(self, parent_hash: int, first: int) -> list[int]:
+        """The pages continuing ``parent_hash`` whose first token is ``first`` (in no particular order:
+        ``info`` says which came first; ``tokens`` has their tokens)."""
         unfiled = self._unfiled.get(parent_hash)
         if unfiled:
-            for pid, tokens in [item for item in unfiled.items() if item[1]]:
+            tokens = self.tokens
+            for pid in [pid for pid in unfiled if tokens[pid]]:
                 del unfiled[pid]
-                self._file(parent_hash, pid, tokens)
+                self._file(parent_hash, pid, tokens[pid][0])
             if not unfiled:
                 del self._unfiled[parent_hash]
-        return iter(self._first.get((parent_hash, first), {}).items())
+        got = self._first.get((parent_hash, first))
+        return [] if got is None else [got] if isinstance(got, int) else list(got)
 
     # -- sealed pages by their own hash -----------------------------------------------------------
     def sealed(self, h: int, pid: int) -> None:
         """Page ``pid`` was sealed with chain hash ``h``."""
         old = self._hash_of.get(pid)
-        if old is not None and old != h:
+        if old == h:
+            return
+        if old is not None:
             self.unsealed(pid)
-        self._sealed.setdefault(h, {})[pid] = None
+        _put(self._sealed, h, pid)
         self._hash_of[pid] = h
 
     def unsealed(self, pid: int) -> None:
         """Page ``pid`` is forgotten: no longer a page sealed with its hash."""
         h = self._hash_of.pop(pid, None)
         if h is not None:
-            pages = self._sealed[h]
-            del pages[pid]
-            if not pages:
-                del self._sealed[h]
+            _take(self._sealed, h, pid)
 
     def sealed_with(self, h: int) -> list[int]:
         """The pages sealed with chain hash ``h`` (any parent), in open order."""
-        pages = self._sealed.get(h)
-        if not pages:
+        got = self._sealed.get(h)
+        if got is None:
             return []
-        order = self.order
-        return sorted(pages, key=lambda pid: order.get(pid, -1))
+        if isinstance(got, int):
+            return [got]
+        info = self.info
+        return sorted(got, key=lambda pid: info[pid][2] if pid in info else -1)
+
+
+def _put(buckets: dict[Any, int | dict[int, None]], key: Any, pid: int) -> None:
+    """Add ``pid`` to the bucket ``key`` (the id alone while it is the only one)."""
+    got = buckets.get(key)
+    if got is None:
+        buckets[key] = pid
+    elif isinstance(got, int):
+        if got != pid:
+            buckets[key] = {got: None, pid: None}
+    else:
+        got[pid] = None
+
+
+def _take(buckets: dict[Any, int | dict[int, None]], key: Any, pid: int) -> None:
+    """Remove ``pid`` from the bucket ``key`` (back to the id alone when one is left)."""
+    got = buckets.get(key)
+    if got is None:
+        return
+    if isinstance(got, int):
+        if got == pid:
+            del buckets[key]
+        return
+    got.pop(pid, None)
+    if len(got) == 1:
+        buckets[key] = next(iter(got))

@@ -260,31 +260,32 @@ class PrefixIndex:
         i = len(full) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
-        order = self.kids.order
-        for pid, stored in self.kids.starting(h, rest[0]) if rest else ():  # the first token matches
+        info, stored_of = self.kids.info, self.kids.tokens
+        for pid in self.kids.starting(h, rest[0]) if rest else ():  # the first token matches
             if not self._continues(pid, last):
                 continue
+            stored = stored_of[pid]
             m = 1
             top = min(len(rest), len(stored))
             while m < top and rest[m] == stored[m]:
                 m += 1
             m = min(m, c - 1)
-            if m > best_len or (m == best_len and best is not None and order[pid] < order[best]):
+            if m > best_len or (m == best_len and best is not None and info[pid][2] < info[best][2]):
                 best, best_len = pid, m  # the longest match, the first opened of equals
         return NominalHit(tuple(full), best, best_len, i + best_len, hit)
 
     def duplicate(self, h: int, parent_hash: int, gone: int, sealed: Callable[[int], int | None]) -> int | None:
         """The first opened page other than ``gone`` that continues ``parent_hash`` and whose chain hash
         (``sealed(pid)``: None for a page gone or not sealed) is ``h``; None if there is none."""
-        kids = self.kids.by_parent.get(parent_hash, {})
+        info = self.kids.info
         for other in self.kids.sealed_with(h):
-            if other != gone and other in kids and sealed(other) == h:
+            if other != gone and other in info and info[other][0] == parent_hash and sealed(other) == h:
                 return other
         return None
 
     def _continues(self, pid: int, last: int) -> bool:
         """Whether page ``pid`` continues exactly the prefix ending with sealed page ``last``."""
-        parent = self.kids.parent_of[pid]
+        parent = self.kids.info[pid][1]
         if parent == last:
             return True
         return parent >= 0 and last >= 0 and bool(self.sealed.cls[parent] == self.sealed.cls[last])
