@@ -160,12 +160,8 @@ class Incremental:
         if fails is None:
             return
         rp_has = self.store.rp_has
-        for v in t.domain_vars:
-            if rp_has(v, rid, q):
-                in_domain = True
-                break
-        else:
-            in_domain = False
+        in_domain = any(rp_has(v, rid, q) for v in t.domain_vars) if len(t.domain_vars) != 1 else \
+            rp_has(t.domain_vars[0], rid, q)
         if in_domain and not self._holds(t, rid, q):
             fails[q] = None
             t.failing.add(rid)
@@ -263,7 +259,7 @@ class Incremental:
         (reduction, reader, page) once (nothing changes between them)."""
         n = self.names
         saved_r, saved_p = n.get("r"), n.get("p")
-        done: set[tuple[str, int]] = set()
+        done: list[tuple[str, int]] = []  # (reduction, reader) rechecked: a few at most
         for t, kind, keep_all, keep_other in actions:
             fails = t.fails
             if not fails:
@@ -273,13 +269,13 @@ class Incremental:
                 t.failing.clear()
                 continue
             if keep_all:  # true bodies stay true: only pages already failing can change
-                if not t.failing:
+                failing = t.failing
+                if not failing:
                     continue
                 if kind == "page":
-                    for rid in list(t.failing):
-                        if p in fails[rid]:
-                            self._recheck_once(t, rid, p, done)
-                elif r in t.failing:
+                    for rid in [rid for rid in failing if p in fails[rid]]:
+                        self._recheck_once(t, rid, p, done)
+                elif r in failing:
                     if kind == "reader":
                         self._recheck_many(t, r, list(fails[r]))  # type: ignore[index]
                     elif p in fails[r]:  # type: ignore[index]
@@ -301,9 +297,10 @@ class Incremental:
                     self._recheck_once(t, r, p, done)
         n["r"], n["p"] = saved_r, saved_p
 
-    def _recheck_once(self, t: Tracked, rid: int, p: int, done: set[tuple[str, int]]) -> None:
-        if (t.name, rid) not in done:
-            done.add((t.name, rid))
+    def _recheck_once(self, t: Tracked, rid: int, p: int, done: list[tuple[str, int]]) -> None:
+        key = (t.name, rid)
+        if key not in done:
+            done.append(key)
             self._recheck(t, rid, p)
 
     def _recheck_failing(self, t: Tracked, kind: str, by_reader: dict[Any, list[int]], ps: list[int]) -> None:
