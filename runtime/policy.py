@@ -171,7 +171,7 @@ class LRUPolicy(EvictionPolicy):
         self.clock = 0
         self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
         self.pool_touched: list[Any] = []
-        self.held = 0  # entries in the two lists above, compacted when they grow past the pages known
+        self.held = [0, 0]  # entries in the two lists above (tier, pool), compacted when they outgrow the pages
 
     @staticmethod
     def _queue(meta: PageMeta) -> str | None:
@@ -194,8 +194,9 @@ class LRUPolicy(EvictionPolicy):
         self.clock += 1
         (self.pool_stamp if pool else self.stamp)[page] = self.clock
         (self.pool_touched if pool else self.touched).append(page)
-        self.held += 1
-        if self.held > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+        held = self.held
+        held[pool] += 1
+        if held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
             self._compact()
 
     def _touch_many(self, pages: np.ndarray, pool: bool) -> None:
@@ -204,15 +205,16 @@ class LRUPolicy(EvictionPolicy):
             (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
             self.clock += n
             (self.pool_touched if pool else self.touched).append(pages)
-            self.held += n
-            if self.held > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+            held = self.held
+            held[pool] += n
+            if held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
                 self._compact()
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
         self.touched = [np.asarray(self._pending(self.touched, self.stamp), dtype=np.int64)]
         self.pool_touched = [np.asarray(self._pending(self.pool_touched, self.pool_stamp), dtype=np.int64)]
-        self.held = len(self.touched[0]) + len(self.pool_touched[0])
+        self.held = [len(self.touched[0]), len(self.pool_touched[0])]
 
     @staticmethod
     def _pending(touched: list[Any], stamp: np.ndarray) -> list[int]:
@@ -258,7 +260,19 @@ class LRUPolicy(EvictionPolicy):
             self.in_pool[page] = False
             self.order["pool"].pop(page, None)
 
-    def _flush(self) -> None:
+    def _flush(self, pool: bool) -> None:
+        """The buffered touches of the tier queues (``pool``: of the pool's) applied: the queues a
+        decision reads are as if every touch had moved its page at once.  (The other queues' touches
+        wait for a decision that reads them: applied later, in stamp order behind the pages not
+        touched since, they give the same order.)"""
+        if pool:
+            if self.pool_touched:
+                pool_queue = self.order["pool"]
+                for page in filter(self.pooled.__contains__, self._pending(self.pool_touched, self.pool_stamp)):
+                    pool_queue.pop(page, None)
+                    pool_queue[page] = None
+            self.held[1] = 0
+            return
         if self.touched:
             order, placed = self.order, self.placed
             pages = self._pending(self.touched, self.stamp)
@@ -275,12 +289,7 @@ class LRUPolicy(EvictionPolicy):
                 else:
                     order[queue][page] = None
                     placed[page] = queue
-        if self.pool_touched:
-            pool = self.order["pool"]
-            for page in filter(self.pooled.__contains__, self._pending(self.pool_touched, self.pool_stamp)):
-                pool.pop(page, None)
-                pool[page] = None
-        self.held = 0
+        self.held[0] = 0
 
     def on_insert(self, meta: PageMeta) -> None:
         self._place(meta)
@@ -358,7 +367,7 @@ class LRUPolicy(EvictionPolicy):
         self.order["pool"].pop(page, None)
 
     def propose(self, decision: str) -> Iterator[int]:
-        self._flush()
+        self._flush(decision == "pool")
         names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
         seen: set[int] = set()
         for name in names:
