@@ -191,12 +191,16 @@ class LRUPolicy(EvictionPolicy):
                 setattr(self, name, col)
 
     def _touch_one(self, page: int, pool: bool) -> None:
-        self.clock += 1
-        (self.pool_stamp if pool else self.stamp)[page] = self.clock
-        (self.pool_touched if pool else self.touched).append(page)
+        self.clock = clock = self.clock + 1
+        if pool:
+            self.pool_stamp[page] = clock
+            self.pool_touched.append(page)
+        else:
+            self.stamp[page] = clock
+            self.touched.append(page)
         held = self.held
         held[pool] += 1
-        if held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
             self._compact()
 
     def _touch_many(self, pages: np.ndarray, pool: bool) -> None:
@@ -245,7 +249,8 @@ class LRUPolicy(EvictionPolicy):
 
     def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
         page = meta.page
-        self._ensure(page)
+        if page >= len(self.code):
+            self._ensure(page)
         if not known:
             queue = self._queue(meta)
         self.code[page] = 0 if queue is None else CODES[queue]
@@ -325,8 +330,9 @@ class LRUPolicy(EvictionPolicy):
             else:
                 queue = tier if tier == "host" or tier == "disk" else None
             page = meta.page
-            self._ensure(page)
-            if QUEUES[self.code[page]] != queue or meta.pooled != (page in pooled):
+            if page >= len(self.code):
+                self._ensure(page)
+            if QUEUES[self.code.item(page)] != queue or meta.pooled != (page in pooled):
                 place(meta, queue, True)
 
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
