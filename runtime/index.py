@@ -104,7 +104,8 @@ class SealedRows:
         self.pcls = np.zeros(capacity + 1, dtype=np.uint64)  # the parent's class
         self.cls[-1], self.pcls[-1] = NO_CLASS, NO_CLASS - 1
         self._intern: dict[tuple[int, bytes], int] = {}
-        self._members: dict[int, list[object]] = {}  # class -> [its intern key, live pages]
+        self._key_of: dict[int, tuple[int, bytes]] = {}  # class -> its intern key
+        self._members: dict[int, int] = {}  # class -> its live pages (flat maps: no container per class)
         self._next = ROOT_CLASS + 1
 
     def _ensure(self, pid: int) -> None:
@@ -133,8 +134,9 @@ class SealedRows:
         if c is None:
             c = self._intern[key] = self._next
             self._next += 1
-            self._members[c] = [key, 0]
-        self._members[c][1] += 1  # type: ignore[operator]
+            self._key_of[c] = key
+            self._members[c] = 0
+        self._members[c] += 1
         self.cls[pid], self.pcls[pid] = c, pc
         return c
 
@@ -143,10 +145,11 @@ class SealedRows:
         if pid >= len(self.cls) - 1 or self.cls[pid] == UNSEALED:
             return
         c = int(self.cls[pid])
-        entry = self._members[c]
-        entry[1] -= 1  # type: ignore[operator]
-        if not entry[1]:
-            del self._intern[entry[0]]  # type: ignore[arg-type]
+        left = self._members[c] - 1
+        if left:
+            self._members[c] = left
+        else:
+            del self._intern[self._key_of.pop(c)]
             del self._members[c]
         self.cls[pid] = self.pcls[pid] = UNSEALED
 
