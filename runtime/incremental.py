@@ -25,7 +25,7 @@ batch and after one firing (the common case, without the batch's grouping) read 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -156,28 +156,30 @@ class Incremental:
         return bool(t.body(n, self.store.arrays))
 
     def _recheck(self, t: Tracked, rid: int, q: int) -> None:
-        fails = t.fails.get(rid)
-        if fails is None:
-            return
-        rp_has = self.store.rp_has
-        in_domain = any(rp_has(v, rid, q) for v in t.domain_vars) if len(t.domain_vars) != 1 else \
-            rp_has(t.domain_vars[0], rid, q)
-        if in_domain and not self._holds(t, rid, q):
-            fails[q] = None
-            t.failing.add(rid)
-        else:
-            fails.pop(q, None)
-            if not fails:
-                t.failing.discard(rid)
+        self._recheck_many(t, rid, (q,))
 
-    def _recheck_many(self, t: Tracked, rid: int, pids: list[int]) -> None:
-        """``_recheck`` of many pages of one reader, the bodies by the vector backend."""
+    def _recheck_many(self, t: Tracked, rid: int, pids: Sequence[int]) -> None:
+        """The tracked failing pages of reader ``rid`` brought up to date at ``pids`` (a page failing when
+        it is in the reader's domain and the body is false there): page by page, the bodies by the
+        vector backend when there are many."""
         fails = t.fails.get(rid)
         if fails is None:
             return
         if len(pids) < 32:
+            rp_has, dvars = self.store.rp_has, t.domain_vars
+            n, body, arrays, var = self.names, t.body, self.store.arrays, t.var
             for q in pids:
-                self._recheck(t, rid, q)
+                if rp_has(dvars[0], rid, q) if len(dvars) == 1 else any(rp_has(v, rid, q) for v in dvars):
+                    n["r"] = rid
+                    n[var] = q
+                    if not body(n, arrays):
+                        fails[q] = None
+                        continue
+                fails.pop(q, None)
+            if fails:
+                t.failing.add(rid)
+            else:
+                t.failing.discard(rid)
             return
         rows = [self.store.rp_row(v, rid) for v in t.domain_vars]
         names = dict(self.names, r=rid)
@@ -301,7 +303,7 @@ class Incremental:
         key = (t.name, rid)
         if key not in done:
             done.append(key)
-            self._recheck(t, rid, p)
+            self._recheck_many(t, rid, (p,))
 
     def _recheck_failing(self, t: Tracked, kind: str, by_reader: dict[Any, list[int]], ps: list[int]) -> None:
         """After an event that keeps every true body true: recheck the failing pages it touched."""
