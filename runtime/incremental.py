@@ -155,9 +155,6 @@ class Incremental:
         n[t.var] = q
         return bool(t.body(n, self.store.arrays))
 
-    def _recheck(self, t: Tracked, rid: int, q: int) -> None:
-        self._recheck_many(t, rid, (q,))
-
     def _recheck_many(self, t: Tracked, rid: int, pids: Sequence[int]) -> None:
         """The tracked failing pages of reader ``rid`` brought up to date at ``pids`` (a page failing when
         it is in the reader's domain and the body is false there): page by page, the bodies by the
