@@ -121,7 +121,7 @@ class Collector:
         if h is None or self.index.by_hash.get(h) != rec.pid:
             return
         self.index.remove_sealed(h, rec.pid)
-        other = self.index.duplicate(h, rec.parent_hash, rec.pid, self._hash_of)
+        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid, self._hash_of)
         if other is not None:
             self.index.add_sealed(h, other)
 

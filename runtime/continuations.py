@@ -20,6 +20,7 @@ live pages must not cost the garbage collector a container each.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -117,6 +118,15 @@ class Continuations:
             return [got]
         info = self.info
         return sorted(got, key=lambda pid: info[pid][2] if pid in info else -1)
+
+    def duplicate(self, h: int, parent_hash: int, gone: int, sealed: Callable[[int], int | None]) -> int | None:
+        """The first opened page other than ``gone`` that continues ``parent_hash`` and whose chain hash
+        (``sealed(pid)``: None for a page gone or not sealed) is ``h``; None if there is none."""
+        info = self.info
+        for other in self.sealed_with(h):
+            if other != gone and other in info and info[other][0] == parent_hash and sealed(other) == h:
+                return other
+        return None
 
 
 def _put(buckets: dict[Any, int | dict[int, None]], key: Any, pid: int) -> None:

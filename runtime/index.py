@@ -34,7 +34,7 @@ of the page accepted before it (the root's at block 0)::
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -227,7 +227,7 @@ class PrefixIndex:
 
     def add_sealed(self, h: int, pid: int) -> bool:
         """Index a sealed page under its chain hash; False if another page already has that hash (the
-        page is then a duplicate ``duplicate`` may find)."""
+        page is then a duplicate ``kids.duplicate`` may find)."""
         self.kids.sealed(h, pid)
         if h in self.by_hash:
             return False
@@ -276,15 +276,6 @@ class PrefixIndex:
             if m > best_len or (m == best_len and best is not None and info[pid][2] < info[best][2]):
                 best, best_len = pid, m  # the longest match, the first opened of equals
         return NominalHit(tuple(full), best, best_len, i + best_len, hit)
-
-    def duplicate(self, h: int, parent_hash: int, gone: int, sealed: Callable[[int], int | None]) -> int | None:
-        """The first opened page other than ``gone`` that continues ``parent_hash`` and whose chain hash
-        (``sealed(pid)``: None for a page gone or not sealed) is ``h``; None if there is none."""
-        info = self.kids.info
-        for other in self.kids.sealed_with(h):
-            if other != gone and other in info and info[other][0] == parent_hash and sealed(other) == h:
-                return other
-        return None
 
     def _continues(self, pid: int, last: int) -> bool:
         """Whether page ``pid`` continues exactly the prefix ending with sealed page ``last``."""

@@ -21,6 +21,7 @@ from .errors import TierError
 from .metrics import Metrics
 from .pages import PageDirectory
 from .pipeline import Pipeline
+from .roombatch import make_room_batch
 from .seam import PolicySeam
 from .store import checksum
 from .tiering import TierMover
@@ -54,7 +55,7 @@ class Prefetcher:
     def reserve(self, pids: list[int], protect: frozenset[int] | set[int]) -> None:
         """Before ``prefetch`` of each of ``pids`` in turn (the caller holds them and ``protect``): the
         GPU room their copies will take, made in one go when that is exactly the room they would make
-        one slot at a time (``TierMover.room_at_once``); otherwise nothing (each makes its own).  The
+        one slot at a time (``roombatch.make_room_batch``); otherwise nothing (each makes its own).  The
         pages counted are those whose ``prefetch`` will take a slot: known, not in flight, on the host
         or disk, the spec allowing it; the victims' moves change none of that (page-local events on
         unprotected GPU and host pages), nor does a ``prefetch`` fired on another page."""
@@ -67,7 +68,7 @@ class Prefetcher:
                 need += 1
         slots = self.storage.slots
         free = len(slots.free_slots)
-        if need > free and self.tiers.room_at_once(need - free, protect):
+        if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
 
     def _prefetch(self, pid: int, protect: frozenset[int] | set[int]) -> Future[None]:

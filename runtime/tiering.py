@@ -81,11 +81,6 @@ class TierMover:
             if not held:
                 self.release_held(protect)
 
-    def room_at_once(self, k: int, protect: set[int] | frozenset[int]) -> bool:
-        """Free ``k`` more GPU slots as one batch (``roombatch.py``) when it is exact, the caller holding
-        ``protect``; False, nothing changed, otherwise (then each slot is made when it is taken)."""
-        return make_room_batch(self, k, protect)
-
     def reclaim_gpu(self, protect: set[int] | frozenset[int]) -> bool:
         """Free one GPU slot: offload (or else drop) the policy's first acceptable victim (the caller
         holds ``protect``)."""

@@ -201,7 +201,7 @@ def test_partial_search_and_duplicates_answer_in_open_order(seed: int) -> None:
             if gone is not None and index.by_hash.get(gone) == pid:
                 want_dup = next((o for o in kids if hashes.get(o) == gone), None)
                 index.remove_sealed(gone, pid)
-                got = index.duplicate(gone, h, pid, hashes.get)
+                got = index.kids.duplicate(gone, h, pid, hashes.get)
                 assert got == want_dup
                 if got is not None:
                     index.add_sealed(gone, got)

@@ -16,6 +16,7 @@ from test_runtime_conformance import INSTANCE, check_all
 from test_runtime_differential import Twin, step
 
 from morphcache.runtime import CacheManager, RuntimeConfig
+from morphcache.runtime import prefetch as prefetch_module
 from morphcache.runtime import tiering as tiering_module
 
 
@@ -114,7 +115,7 @@ def test_prefetch_room_in_one_go_is_room_one_slot_at_a_time(tmp_path: Path, monk
     copy making its own room: cached prompts pushed off the GPU by other writes, then looked up and
     recovered; the same answers, state and policy counts after every operation."""
     done: list[int] = []
-    real = tiering_module.TierMover.room_at_once
+    real = prefetch_module.make_room_batch
 
     def at_once(tiers: Any, k: int, protect: Any) -> bool:
         ok = real(tiers, k, protect)
@@ -122,7 +123,7 @@ def test_prefetch_room_in_one_go_is_room_one_slot_at_a_time(tmp_path: Path, monk
             done.append(k)
         return ok
 
-    monkeypatch.setattr(tiering_module.TierMover, "room_at_once", at_once)
+    monkeypatch.setattr(prefetch_module, "make_room_batch", at_once)
     ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=16, host_pages=10, disk_pages=64,
                                            pool_capacity=60, prefetch_workers=1)) for name in ("batched", "single")]
     ms[1].parts.tiers.batchable = False
