@@ -101,8 +101,9 @@ class HostTier:
 
     def remove(self, pid: int) -> None:
         """Forget the payload (no error if absent)."""
-        with self._lock:
-            self.data.pop(pid, None)
+        if pid in self.data:
+            with self._lock:
+                self.data.pop(pid, None)
 
 
 class DiskTier:
@@ -178,11 +179,9 @@ class DiskTier:
             try:
                 try:
                     body = _HEADER.pack(_MAGIC, len(data), check) + data
-                    done = os.write(fd, body)
-                    if done < len(body):  # a short write: the rest
-                        rest = memoryview(body)[done:]
-                        while rest:
-                            rest = rest[os.write(fd, rest):]
+                    rest = memoryview(body)[os.write(fd, body):]
+                    while rest:  # a short write: the rest
+                        rest = rest[os.write(fd, rest):]
                     os.fsync(fd)
                 finally:
                     os.close(fd)
