@@ -121,8 +121,10 @@ class Collector:
         if h is None or self.index.by_hash.get(h) != rec.pid:
             return
         self.index.remove_sealed(h, rec.pid)
-        for other in self.index.by_parent.get(rec.parent_hash, {}):
-            orec = self.pages.find(other)
-            if other != rec.pid and orec is not None and orec.hash == h:
-                self.index.add_sealed(h, other)
-                break
+        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid, self._hash_of)
+        if other is not None:
+            self.index.add_sealed(h, other)
+
+    def _hash_of(self, pid: int) -> int | None:
+        rec = self.pages.find(pid)
+        return None if rec is None else rec.hash

@@ -25,7 +25,7 @@ batch and after one firing (the common case, without the batch's grouping) read 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -155,33 +155,28 @@ class Incremental:
         n[t.var] = q
         return bool(t.body(n, self.store.arrays))
 
-    def _recheck(self, t: Tracked, rid: int, q: int) -> None:
-        fails = t.fails.get(rid)
-        if fails is None:
-            return
-        rp_has = self.store.rp_has
-        for v in t.domain_vars:
-            if rp_has(v, rid, q):
-                in_domain = True
-                break
-        else:
-            in_domain = False
-        if in_domain and not self._holds(t, rid, q):
-            fails[q] = None
-            t.failing.add(rid)
-        else:
-            fails.pop(q, None)
-            if not fails:
-                t.failing.discard(rid)
-
-    def _recheck_many(self, t: Tracked, rid: int, pids: list[int]) -> None:
-        """``_recheck`` of many pages of one reader, the bodies by the vector backend."""
+    def _recheck_many(self, t: Tracked, rid: int, pids: Sequence[int]) -> None:
+        """The tracked failing pages of reader ``rid`` brought up to date at ``pids`` (a page failing when
+        it is in the reader's domain and the body is false there): page by page, the bodies by the
+        vector backend when there are many."""
         fails = t.fails.get(rid)
         if fails is None:
             return
         if len(pids) < 32:
+            rp_has, dvars = self.store.rp_has, t.domain_vars
+            n, body, arrays, var = self.names, t.body, self.store.arrays, t.var
             for q in pids:
-                self._recheck(t, rid, q)
+                if rp_has(dvars[0], rid, q) if len(dvars) == 1 else any(rp_has(v, rid, q) for v in dvars):
+                    n["r"] = rid
+                    n[var] = q
+                    if not body(n, arrays):
+                        fails[q] = None
+                        continue
+                fails.pop(q, None)
+            if fails:
+                t.failing.add(rid)
+            else:
+                t.failing.discard(rid)
             return
         rows = [self.store.rp_row(v, rid) for v in t.domain_vars]
         names = dict(self.names, r=rid)
@@ -263,7 +258,7 @@ class Incremental:
         (reduction, reader, page) once (nothing changes between them)."""
         n = self.names
         saved_r, saved_p = n.get("r"), n.get("p")
-        done: set[tuple[str, int]] = set()
+        done: list[tuple[str, int]] = []  # (reduction, reader) rechecked: a few at most
         for t, kind, keep_all, keep_other in actions:
             fails = t.fails
             if not fails:
@@ -273,13 +268,13 @@ class Incremental:
                 t.failing.clear()
                 continue
             if keep_all:  # true bodies stay true: only pages already failing can change
-                if not t.failing:
+                failing = t.failing
+                if not failing:
                     continue
                 if kind == "page":
-                    for rid in list(t.failing):
-                        if p in fails[rid]:
-                            self._recheck_once(t, rid, p, done)
-                elif r in t.failing:
+                    for rid in [rid for rid in failing if p in fails[rid]]:
+                        self._recheck_once(t, rid, p, done)
+                elif r in failing:
                     if kind == "reader":
                         self._recheck_many(t, r, list(fails[r]))  # type: ignore[index]
                     elif p in fails[r]:  # type: ignore[index]
@@ -301,10 +296,11 @@ class Incremental:
                     self._recheck_once(t, r, p, done)
         n["r"], n["p"] = saved_r, saved_p
 
-    def _recheck_once(self, t: Tracked, rid: int, p: int, done: set[tuple[str, int]]) -> None:
-        if (t.name, rid) not in done:
-            done.add((t.name, rid))
-            self._recheck(t, rid, p)
+    def _recheck_once(self, t: Tracked, rid: int, p: int, done: list[tuple[str, int]]) -> None:
+        key = (t.name, rid)
+        if key not in done:
+            done.append(key)
+            self._recheck_many(t, rid, (p,))
 
     def _recheck_failing(self, t: Tracked, kind: str, by_reader: dict[Any, list[int]], ps: list[int]) -> None:
         """After an event that keeps every true body true: recheck the failing pages it touched."""

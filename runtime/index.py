@@ -41,6 +41,7 @@ from functools import cached_property
 import numpy as np
 
 from .chainhash import ROOT_HASH, chain_hash, chain_keys
+from .continuations import Continuations
 from .keytable import KeyTable
 
 __all__ = ["ROOT_HASH", "NominalHit", "PrefixIndex", "SealedRows", "chain_hash", "token_array"]
@@ -109,7 +110,8 @@ class SealedRows:
         self.pcls = np.zeros(capacity + 1, dtype=np.uint64)  # the parent's class
         self.cls[-1], self.pcls[-1] = NO_CLASS, NO_CLASS - 1
         self._intern: dict[tuple[int, bytes], int] = {}
-        self._members: dict[int, list[object]] = {}  # class -> [its intern key, live pages]
+        self._key_of: dict[int, tuple[int, bytes]] = {}  # class -> its intern key
+        self._members: dict[int, int] = {}  # class -> its live pages (flat maps: no container per class)
         self._next = ROOT_CLASS + 1
 
     def _ensure(self, pid: int) -> None:
@@ -138,8 +140,9 @@ class SealedRows:
         if c is None:
             c = self._intern[key] = self._next
             self._next += 1
-            self._members[c] = [key, 0]
-        self._members[c][1] += 1  # type: ignore[operator]
+            self._key_of[c] = key
+            self._members[c] = 0
+        self._members[c] += 1
         self.cls[pid], self.pcls[pid] = c, pc
         return c
 
@@ -148,10 +151,11 @@ class SealedRows:
         if pid >= len(self.cls) - 1 or self.cls[pid] == UNSEALED:
             return
         c = int(self.cls[pid])
-        entry = self._members[c]
-        entry[1] -= 1  # type: ignore[operator]
-        if not entry[1]:
-            del self._intern[entry[0]]  # type: ignore[arg-type]
+        left = self._members[c] - 1
+        if left:
+            self._members[c] = left
+        else:
+            del self._intern[self._key_of.pop(c)]
             del self._members[c]
         self.cls[pid] = self.pcls[pid] = UNSEALED
 
@@ -204,8 +208,7 @@ class PrefixIndex:
     def __init__(self, page_size: int) -> None:
         self.page_size = page_size
         self.by_hash: dict[int, int] = {}
-        self.by_parent: dict[int, dict[int, list[int]]] = {}  # parent hash -> {pid: tokens}
-        self.parent_of: dict[int, int] = {}  # pid in by_parent -> its parent page (-1 at depth 0)
+        self.kids = Continuations()  # parent hash -> pages continuing it, by first token; sealed pages by hash
         self.sealed = SealedRows(page_size)
         self.table = KeyTable()  # by_hash, for many keys at once
         self.scratch = Scratch()
@@ -213,28 +216,25 @@ class PrefixIndex:
     def add_child(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
         """Make page ``pid`` (tokens still growing), whose parent is page ``parent`` (-1 at depth 0), a
         candidate continuation of ``parent_hash``."""
-        self.by_parent.setdefault(parent_hash, {})[pid] = tokens
-        self.parent_of[pid] = parent
+        self.kids.add(parent_hash, pid, tokens, parent)
 
     def remove_child(self, parent_hash: int, pid: int) -> None:
         """Forget ``pid`` as a continuation."""
-        kids = self.by_parent.get(parent_hash)
-        if kids is not None:
-            kids.pop(pid, None)
-            if not kids:
-                del self.by_parent[parent_hash]
-        self.parent_of.pop(pid, None)
+        self.kids.remove(parent_hash, pid)
 
     def seal(self, pid: int, parent: int, tokens: Sequence[int]) -> None:
         """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not)."""
         self.sealed.seal(pid, parent, tokens)
 
     def forget(self, pid: int) -> None:
-        """Drop what the index keeps of page ``pid`` beyond its entries (its row and class)."""
+        """Drop what the index keeps of page ``pid`` beyond its entries (its row and class, its hash)."""
         self.sealed.forget(pid)
+        self.kids.unsealed(pid)
 
     def add_sealed(self, h: int, pid: int) -> bool:
-        """Index a sealed page under its chain hash; False if another page already has that hash."""
+        """Index a sealed page under its chain hash; False if another page already has that hash (the
+        page is then a duplicate ``kids.duplicate`` may find)."""
+        self.kids.sealed(h, pid)
         if h in self.by_hash:
             return False
         self.by_hash[h] = pid
@@ -267,22 +267,23 @@ class PrefixIndex:
         i = len(hit) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
-        first = rest[0] if rest else None
-        for pid, stored in self.by_parent.get(h, {}).items() if rest else ():
-            if not stored or stored[0] != first or not self._continues(pid, last):
+        info, stored_of = self.kids.info, self.kids.tokens
+        for pid in self.kids.starting(h, rest[0]) if rest else ():  # the first token matches
+            if not self._continues(pid, last):
                 continue
-            m = 0
+            stored = stored_of[pid]
+            m = 1
             top = min(len(rest), len(stored))
             while m < top and rest[m] == stored[m]:
                 m += 1
             m = min(m, c - 1)
-            if m > best_len:
-                best, best_len = pid, m
+            if m > best_len or (m == best_len and best is not None and info[pid][2] < info[best][2]):
+                best, best_len = pid, m  # the longest match, the first opened of equals
         return NominalHit(hit, best, best_len, i + best_len)
 
     def _continues(self, pid: int, last: int) -> bool:
         """Whether page ``pid`` continues exactly the prefix ending with sealed page ``last``."""
-        parent = self.parent_of[pid]
+        parent = self.kids.info[pid][1]
         if parent == last:
             return True
         return parent >= 0 and last >= 0 and bool(self.sealed.cls[parent] == self.sealed.cls[last])

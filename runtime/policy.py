@@ -171,7 +171,7 @@ class LRUPolicy(EvictionPolicy):
         self.clock = 0
         self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
         self.pool_touched: list[Any] = []
-        self.held = 0  # entries in the two lists above, compacted when they grow past the pages known
+        self.held = [0, 0]  # entries in the two lists above (tier, pool), compacted when they outgrow the pages
 
     @staticmethod
     def _queue(meta: PageMeta) -> str | None:
@@ -191,11 +191,16 @@ class LRUPolicy(EvictionPolicy):
                 setattr(self, name, col)
 
     def _touch_one(self, page: int, pool: bool) -> None:
-        self.clock += 1
-        (self.pool_stamp if pool else self.stamp)[page] = self.clock
-        (self.pool_touched if pool else self.touched).append(page)
-        self.held += 1
-        if self.held > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+        self.clock = clock = self.clock + 1
+        if pool:
+            self.pool_stamp[page] = clock
+            self.pool_touched.append(page)
+        else:
+            self.stamp[page] = clock
+            self.touched.append(page)
+        held = self.held
+        held[pool] += 1
+        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
             self._compact()
 
     def _touch_many(self, pages: np.ndarray, pool: bool) -> None:
@@ -204,15 +209,16 @@ class LRUPolicy(EvictionPolicy):
             (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
             self.clock += n
             (self.pool_touched if pool else self.touched).append(pages)
-            self.held += n
-            if self.held > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+            held = self.held
+            held[pool] += n
+            if held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
                 self._compact()
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
         self.touched = [np.asarray(self._pending(self.touched, self.stamp), dtype=np.int64)]
         self.pool_touched = [np.asarray(self._pending(self.pool_touched, self.pool_stamp), dtype=np.int64)]
-        self.held = len(self.touched[0]) + len(self.pool_touched[0])
+        self.held = [len(self.touched[0]), len(self.pool_touched[0])]
 
     @staticmethod
     def _pending(touched: list[Any], stamp: np.ndarray) -> list[int]:
@@ -221,6 +227,17 @@ class LRUPolicy(EvictionPolicy):
             pages = list(dict.fromkeys(reversed(touched)))
             pages.reverse()
             touched.clear()
+            return pages
+        if sum(1 if x.__class__ is int else len(x) for x in touched) <= 256:  # few: the same, in Python
+            flat: list[int] = []
+            for x in touched:  # stamps rise in touch order: the last occurrence is the last stamp
+                if x.__class__ is int:
+                    flat.append(x)
+                else:
+                    flat.extend(x.tolist())
+            touched.clear()
+            pages = list(dict.fromkeys(reversed(flat)))
+            pages.reverse()
             return pages
         singles = [x for x in touched if x.__class__ is int]
         parts = [x for x in touched if x.__class__ is not int]
@@ -232,7 +249,8 @@ class LRUPolicy(EvictionPolicy):
 
     def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
         page = meta.page
-        self._ensure(page)
+        if page >= len(self.code):
+            self._ensure(page)
         if not known:
             queue = self._queue(meta)
         self.code[page] = 0 if queue is None else CODES[queue]
@@ -247,7 +265,19 @@ class LRUPolicy(EvictionPolicy):
             self.in_pool[page] = False
             self.order["pool"].pop(page, None)
 
-    def _flush(self) -> None:
+    def _flush(self, pool: bool) -> None:
+        """The buffered touches of the tier queues (``pool``: of the pool's) applied: the queues a
+        decision reads are as if every touch had moved its page at once.  (The other queues' touches
+        wait for a decision that reads them: applied later, in stamp order behind the pages not
+        touched since, they give the same order.)"""
+        if pool:
+            if self.pool_touched:
+                pool_queue = self.order["pool"]
+                for page in filter(self.pooled.__contains__, self._pending(self.pool_touched, self.pool_stamp)):
+                    pool_queue.pop(page, None)
+                    pool_queue[page] = None
+            self.held[1] = 0
+            return
         if self.touched:
             order, placed = self.order, self.placed
             pages = self._pending(self.touched, self.stamp)
@@ -264,12 +294,7 @@ class LRUPolicy(EvictionPolicy):
                 else:
                     order[queue][page] = None
                     placed[page] = queue
-        if self.pool_touched:
-            pool = self.order["pool"]
-            for page in filter(self.pooled.__contains__, self._pending(self.pool_touched, self.pool_stamp)):
-                pool.pop(page, None)
-                pool[page] = None
-        self.held = 0
+        self.held[0] = 0
 
     def on_insert(self, meta: PageMeta) -> None:
         self._place(meta)
@@ -305,8 +330,9 @@ class LRUPolicy(EvictionPolicy):
             else:
                 queue = tier if tier == "host" or tier == "disk" else None
             page = meta.page
-            self._ensure(page)
-            if QUEUES[self.code[page]] != queue or meta.pooled != (page in pooled):
+            if page >= len(self.code):
+                self._ensure(page)
+            if QUEUES[self.code.item(page)] != queue or meta.pooled != (page in pooled):
                 place(meta, queue, True)
 
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
@@ -347,7 +373,7 @@ class LRUPolicy(EvictionPolicy):
         self.order["pool"].pop(page, None)
 
     def propose(self, decision: str) -> Iterator[int]:
-        self._flush()
+        self._flush(decision == "pool")
         names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
         seen: set[int] = set()
         for name in names:

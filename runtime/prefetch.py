@@ -2,7 +2,8 @@
 deciding whether it lands::
 
     prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
-    worker     read the copy (outside the lock), write it into the slot
+    worker     read the copy (outside the lock), write it into the slot (a recovery starts its copies
+               once it let the lock go: a worker woken while the lock is held only waits for it)
     then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
                the source copy is deleted (a file that cannot be is a counted leftover)
 
@@ -21,6 +22,7 @@ from .errors import TierError
 from .metrics import Metrics
 from .pages import PageDirectory
 from .pipeline import Pipeline
+from .roombatch import make_room_batch
 from .seam import PolicySeam
 from .store import checksum
 from .tiering import TierMover
@@ -37,21 +39,43 @@ class Prefetcher:
         self.collector, self.tiers, self.metrics, self.lock = collector, tiers, metrics, lock
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self.executor = ThreadPoolExecutor(config.prefetch_workers, thread_name_prefix="morphcache-prefetch")
+        self._queued: list[tuple[Future[None], int, int, str]] = []  # copies ``start_queued`` starts
 
     def _gen(self, pid: int) -> int:
         return self.pipe.store.page("gen", pid)
 
     def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset(), *,
-                 held: bool = False) -> Future[None]:
+                 held: bool = False, start: bool = True) -> Future[None]:
         """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
-        back and leaves the page where it was).  ``held``: the caller holds ``protect`` already."""
+        back and leaves the page where it was).  ``held``: the caller holds ``protect`` already.
+        ``start=False``: the copy is queued (the page in flight all the same) until ``start_queued``,
+        which the caller must reach."""
         existing = self.busy.inflight.get(pid)
         if existing is not None:
             return existing
         with self.tiers.holding(pid, frozenset() if held else protect):
-            return self._prefetch(pid, protect)
+            return self._prefetch(pid, protect, start)
 
-    def _prefetch(self, pid: int, protect: frozenset[int] | set[int]) -> Future[None]:
+    def reserve(self, pids: list[int], protect: frozenset[int] | set[int]) -> None:
+        """Before ``prefetch`` of each of ``pids`` in turn (the caller holds them and ``protect``): the
+        GPU room their copies will take, made in one go when that is exactly the room they would make
+        one slot at a time (``roombatch.make_room_batch``); otherwise nothing (each makes its own).  The
+        pages counted are those whose ``prefetch`` will take a slot: known, not in flight, on the host
+        or disk, the spec allowing it; the victims' moves change none of that (page-local events on
+        unprotected GPU and host pages), nor does a ``prefetch`` fired on another page."""
+        pipe, find, inflight = self.pipe, self.pages.find, self.busy.inflight
+        need = 0
+        for pid in pids:
+            rec = find(pid)
+            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and \
+                    pipe.allowed("prefetch", None, pid):
+                need += 1
+        slots = self.storage.slots
+        free = len(slots.free_slots)
+        if need > free and make_room_batch(self.tiers, need - free, protect):
+            slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
+
+    def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True) -> Future[None]:
         rec = self.pages.get(pid)
         pipe = self.pipe
         source = rec.meta.tier
@@ -66,12 +90,44 @@ class Prefetcher:
             raise
         try:
             self.storage.place(rec, slot, self._gen(pid))
-            fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+            if start:
+                fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+            else:
+                fut = Future()
+                self._queued.append((fut, pid, slot, source))
         except BaseException:  # the event fired; nothing may strand the page without its copy
             self._abandon(pid, slot)
             raise
         self.busy.inflight[pid] = fut
         return fut
+
+    def start_queued(self) -> None:
+        """Start the copies ``prefetch(..., start=False)`` queued (call without the lock).  Copies that
+        cannot start (the workers stopped) are abandoned, as a copy that cannot start at once is, their
+        futures failed, and the error raised."""
+        with self.lock:
+            queued, self._queued = self._queued, []
+        for i, (fut, pid, slot, source) in enumerate(queued):
+            try:
+                self.executor.submit(self._run, fut, pid, slot, source)
+            except BaseException as exc:
+                with self.lock:
+                    for left, lpid, lslot, _ in queued[i:]:
+                        self._abandon(lpid, lslot)
+                        self.busy.inflight.pop(lpid, None)
+                        left.set_exception(exc)
+                raise
+
+    def _run(self, fut: Future[None], pid: int, slot: int, source: str) -> None:
+        """Worker: a queued copy (``_copy``), its outcome on its future."""
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            self._copy(pid, slot, source)
+        except BaseException as exc:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(None)
 
     def _abandon(self, pid: int, slot: int) -> None:
         """A prefetch whose copy could not be started: the page goes to the recompute path (spec

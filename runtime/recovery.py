@@ -2,7 +2,8 @@
 
 ::
 
-    plan.pages_on("prefetch")   prefetcher.prefetch, all started, then waited for (block=True)
+    plan.pages_on("prefetch")   prefetcher.prefetch, all started once the lock is let go, then waited for
+                                (block=True)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
     every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU
 
@@ -55,15 +56,19 @@ class Recovery:
         done: Counter[str] = Counter()
         failed: list[tuple[int, str]] = []
         futures: list[Future[None]] = []
-        with self.lock:
-            for pid in plan.pages_on("prefetch"):
-                if pid not in self.pages:
-                    failed.append((pid, "page is gone"))
-                    continue
-                try:
-                    futures.append(self.prefetcher.prefetch(pid, protect, held=True))
-                except MorphcacheError as exc:
-                    failed.append((pid, str(exc)))
+        try:
+            with self.lock:
+                self.prefetcher.reserve(list(plan.pages_on("prefetch")), protect)
+                for pid in plan.pages_on("prefetch"):
+                    if pid not in self.pages:
+                        failed.append((pid, "page is gone"))
+                        continue
+                    try:
+                        futures.append(self.prefetcher.prefetch(pid, protect, held=True, start=False))
+                    except MorphcacheError as exc:
+                        failed.append((pid, str(exc)))
+        finally:
+            self.prefetcher.start_queued()  # the copies start once the lock is free for them
         if block and futures:
             wait(futures)
         with self.lock:

@@ -116,14 +116,14 @@ class PolicySeam:
         if not self.policy.pure_proposals or decision not in ("gpu", "host", "disk"):
             return None
         tier = decision
-        find, allowed, busy = self.pages.find, self.pipe.allowed, self.busy
+        find, allowed, busy, first, rest = self.pages.find, self.pipe.allowed, self.busy, events[0], events[1:]
         out: list[int] = []
         for pid in self.policy.propose(decision):
             if len(out) == k:
                 break
             rec = find(pid)
             if rec is None or rec.meta.tier != tier or pid in protect or busy(pid) or \
-                    not any(allowed(ev, None, pid) for ev in events):
+                    not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 return None  # ``choose`` would refuse it: counted and reported there
             out.append(pid)
         return out if len(out) == k else None

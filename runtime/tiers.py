@@ -58,6 +58,13 @@ class SlotPool:
         del self.owner[slot]
         self.free_slots.append(slot)
 
+    def behind(self, n: int) -> None:
+        """The last ``n`` slots given back are taken after the others, the first given first (as when
+        each is given back just before it is taken)."""
+        if n:
+            free = self.free_slots
+            free[:] = free[:-n - 1:-1] + free[:-n]
+
 
 class HostTier:
     """Payloads in host memory, keyed by page id, at most ``capacity`` pages."""
@@ -94,8 +101,9 @@ class HostTier:
 
     def remove(self, pid: int) -> None:
         """Forget the payload (no error if absent)."""
-        with self._lock:
-            self.data.pop(pid, None)
+        if pid in self.data:
+            with self._lock:
+                self.data.pop(pid, None)
 
 
 class DiskTier:
@@ -170,16 +178,19 @@ class DiskTier:
             fd, tmp = self.temp_file(pid)
             try:
                 try:
-                    body = memoryview(_HEADER.pack(_MAGIC, len(data), check) + data)
-                    while body:
-                        body = body[os.write(fd, body):]
+                    body = _HEADER.pack(_MAGIC, len(data), check) + data
+                    rest = memoryview(body)[os.write(fd, body):]
+                    while rest:  # a short write: the rest
+                        rest = rest[os.write(fd, rest):]
                     os.fsync(fd)
                 finally:
                     os.close(fd)
                 os.replace(tmp, target)
             except BaseException:
-                if os.path.exists(tmp):
+                try:
                     os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
                 raise
             os.fsync(self._dir_fd())
         except OSError as exc:
@@ -220,8 +231,9 @@ class DiskTier:
         """Delete the page file (no error if it is already gone); False if it could not be deleted (it
         is then a leftover, retried by ``sweep``)."""
         self.pages.discard(pid)
-        path = self.path(pid)
-        self.leftovers.discard(path)
+        path = Path(f"{self._prefix}{pid}.kv")
+        if self.leftovers:
+            self.leftovers.discard(path)
         try:
             path.unlink()
         except FileNotFoundError:

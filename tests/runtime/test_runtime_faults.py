@@ -18,6 +18,7 @@ from morphcache.runtime import (
     ConfigError,
     GuardRefused,
     MorphcacheError,
+    NeedsRecovery,
     RuntimeConfig,
     TierError,
 )
@@ -236,4 +237,27 @@ def test_spill_into_an_unwritable_directory_drops_no_victim(make_manager: Callab
     after = digest(m)
     assert after["pages"] == before["pages"] and after["pooled"] == before["pooled"]
     assert sorted(os.listdir(m.disk.dir)) == [".lock", f"page-{pages[0]}.kv"]
+    m.check_integrity()
+
+
+def test_a_recovery_whose_copies_cannot_start_abandons_them(make_manager: Callable[..., CacheManager]) -> None:
+    """A recovery starts its copies once it let the lock go; when the workers cannot take them (they
+    stopped), every queued copy is abandoned to the recompute path (no slot leaks, nothing left in
+    flight) and the error is raised."""
+    m = make_manager(gpu_pages=8, host_pages=8)
+    m.register("a", toks(0, 12))
+    m.free("a")
+    pages = m.cached_pages()
+    for pid in pages:
+        m.offload(pid)
+    res = m.lookup(toks(0, 12))
+    assert isinstance(res, NeedsRecovery) and res.plan.pages_on("prefetch")
+    used = m.metrics().extra["gpu_pages_used"]
+    m.parts.prefetcher.executor.shutdown()
+    with pytest.raises(RuntimeError):
+        m.recover(res.plan)
+    assert not m.parts.busy.inflight and m.metrics().extra["gpu_pages_used"] == used
+    live = set(m.page_ids())
+    assert all(pid not in live or m.page_state(pid)["tier"] == "dropped" for pid in res.plan.pages_on("prefetch"))
+    assert m.metrics().events_fired["corrupt"] == len(res.plan.pages_on("prefetch"))  # to the recompute path
     m.check_integrity()

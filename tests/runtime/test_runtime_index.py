@@ -156,3 +156,65 @@ def test_colliding_keys_never_serve_another_prefix(make_manager: Callable[..., C
             m.free(f"s{i}")
         m.check_integrity()
     assert served > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_partial_search_and_duplicates_answer_in_open_order(seed: int) -> None:
+    """The continuations filed by first token (lazily, for pages opened empty) and by hash give the
+    answers a scan of every page continuing the hash, in open order, gives: the first opened of the
+    longest partial matches, the first opened sealed duplicate."""
+    rng = random.Random(seed)
+    c = 4
+    index = PrefixIndex(c)
+    live: dict[int, tuple[int, list[int]]] = {}  # pid -> (parent hash, tokens)
+    scan: dict[int, dict[int, list[int]]] = {}  # the reference: parent hash -> {pid: tokens} in open order
+    hashes: dict[int, int] = {}
+    parents = [ROOT_HASH, 11, 12]
+    for step in range(600):
+        op = rng.random()
+        if op < 0.35 or not live:
+            pid = max(live, default=-1) + 1 if rng.random() < 0.5 else rng.randrange(200)
+            if pid in live:
+                continue
+            h = rng.choice(parents)
+            toks = [rng.randrange(3) for _ in range(rng.choice([0, 0, 1, 2]))]
+            index.add_child(h, pid, toks, -1)
+            live[pid] = (h, toks)
+            scan.setdefault(h, {})[pid] = toks
+        elif op < 0.65:
+            pid = rng.choice(list(live))
+            toks = live[pid][1]
+            if len(toks) < c:
+                toks.append(rng.randrange(3))
+                if len(toks) == c and pid not in hashes:
+                    hashes[pid] = hash((live[pid][0], tuple(toks))) % 7  # few hashes: many duplicates
+                    index.add_sealed(hashes[pid], pid)
+        elif op < 0.8:
+            pid = rng.choice(list(live))
+            h = live.pop(pid)[0]
+            kids = scan[h]
+            del kids[pid]
+            if not kids:
+                del scan[h]
+            gone = hashes.pop(pid, None)
+            want_dup = None
+            if gone is not None and index.by_hash.get(gone) == pid:
+                want_dup = next((o for o in kids if hashes.get(o) == gone), None)
+                index.remove_sealed(gone, pid)
+                got = index.kids.duplicate(gone, h, pid, hashes.get)
+                assert got == want_dup
+                if got is not None:
+                    index.add_sealed(gone, got)
+            index.remove_child(h, pid)
+            index.forget(pid)
+        else:
+            query = [rng.randrange(3) for _ in range(rng.randrange(1, c))]
+            best, best_len = None, 0
+            for pid, stored in scan.get(ROOT_HASH, {}).items():
+                m = 0
+                while m < min(len(query), len(stored)) and query[m] == stored[m]:
+                    m += 1
+                if min(m, c - 1) > best_len:
+                    best, best_len = pid, min(m, c - 1)
+            hit = index.nominal(query)
+            assert (hit.partial, hit.partial_len) == (best, best_len), step

@@ -144,3 +144,51 @@ def test_lru_holders_in_bulk_files_pages_as_updates_do() -> None:
             single.on_access_many([metas[p][1] for p in pids], step)
         for decision in ("gpu", "host", "disk", "pool"):
             assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed: int) -> None:
+    """A decision applies the buffered touches of the queues it reads (the tier queues, or the pool's);
+    the others wait.  Proposals equal those of a policy that applies every touch at every decision."""
+    import random
+
+    rng = random.Random(seed)
+    lazy, eager = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(1500):
+        op = rng.random()
+        if op < 0.15 or not metas:
+            pid = rng.randrange(400)
+            if pid in metas:
+                continue
+            pair = (PageMeta(pid, 0), PageMeta(pid, 0))
+            for meta, pol in zip(pair, (lazy, eager), strict=True):
+                pol.on_insert(meta)
+            metas[pid] = pair
+        elif op < 0.35:
+            pid = rng.choice(sorted(metas))
+            tier = rng.choice(["gpu", "host", "disk", "dropped", "offloading"])
+            for meta, pol in zip(metas[pid], (lazy, eager), strict=True):
+                if meta.tier != tier:
+                    old, meta.tier = meta.tier, tier
+                    pol.on_move(meta, old)
+        elif op < 0.5:
+            pid = rng.choice(sorted(metas))
+            pooled, holders = rng.random() < 0.6, rng.randrange(2)
+            for meta, pol in zip(metas[pid], (lazy, eager), strict=True):
+                meta.pooled, meta.holders = pooled, holders
+                pol.on_update(meta)
+        elif op < 0.75:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 3, 12, 30])))
+            for k, pol in enumerate((lazy, eager)):
+                pol.on_access_many([metas[p][k] for p in pids], step)
+        elif op < 0.8:
+            pid = rng.choice(sorted(metas))
+            for meta, pol in zip(metas.pop(pid), (lazy, eager), strict=True):
+                pol.on_remove(meta)
+        else:
+            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            eager._flush(True)
+            eager._flush(False)
+            got, want = list(lazy.propose(decision)), list(eager.propose(decision))
+            assert got == want, (step, decision)

@@ -16,6 +16,7 @@ from test_runtime_conformance import INSTANCE, check_all
 from test_runtime_differential import Twin, step
 
 from morphcache.runtime import CacheManager, RuntimeConfig
+from morphcache.runtime import prefetch as prefetch_module
 from morphcache.runtime import tiering as tiering_module
 
 
@@ -105,3 +106,48 @@ def test_batched_moves_conform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert check_all(m, steps) == []
     m.check_integrity()
     m.close()
+
+
+@pytest.mark.parametrize("seed", [7, 10, 12])
+def test_prefetch_room_in_one_go_is_room_one_slot_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            seed: int) -> None:
+    """A recovery's prefetches with the room for all their copies made first, in one go, against each
+    copy making its own room: cached prompts pushed off the GPU by other writes, then looked up and
+    recovered; the same answers, state and policy counts after every operation."""
+    done: list[int] = []
+    real = prefetch_module.make_room_batch
+
+    def at_once(tiers: Any, k: int, protect: Any) -> bool:
+        ok = real(tiers, k, protect)
+        if ok:
+            done.append(k)
+        return ok
+
+    monkeypatch.setattr(prefetch_module, "make_room_batch", at_once)
+    ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=16, host_pages=10, disk_pages=64,
+                                           pool_capacity=60, prefetch_workers=1)) for name in ("batched", "single")]
+    ms[1].parts.tiers.batchable = False
+    twin = Twins(ms[0], ms[1])
+    rng = random.Random(seed)
+    prompts = [toks(1000 * (j + 1), rng.randrange(24, 56)) for j in range(3)]
+    for i in range(40):
+        prompt = rng.choice(prompts)
+        if rng.random() < 0.5:  # another write pushes cached pages off the GPU
+            sid, other = f"w{i}", toks(50_000 + 100 * i, rng.randrange(16, 48))
+            twin.do(lambda m, _: m.register(sid, other))  # noqa: B023
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023
+            continue
+        outs = twin.do(lambda m, _: m.lookup(prompt))  # noqa: B023
+        if outs[0][0] == "ok" and outs[0][1].__class__.__name__ == "NeedsRecovery":
+            twin.do(lambda m, k: m.recover(outs[k][1].plan).done)  # noqa: B023
+        elif outs[0][0] == "ok" and outs[0][1].__class__.__name__ == "Ready":
+            twin.do(lambda m, k: m.release(outs[k][1].lease))  # noqa: B023
+        if rng.random() < 0.3:
+            sid = f"p{i}"
+            twin.do(lambda m, _: m.register(sid, prompt))  # noqa: B023
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023
+        assert policy_counts(ms[0]) == policy_counts(ms[1])
+    assert done, "no recovery made its room in one go"
+    for m in ms:
+        m.check_integrity()
+        m.close()

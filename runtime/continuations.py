@@ -1,0 +1,155 @@
+"""The pages that continue a chain hash: where a lookup's partial page is searched, and where a sealed
+duplicate is found when the indexed page of a hash is forgotten.
+
+Every page, from its ``open`` to its ``forget``, is a *continuation* of its parent's chain hash (the
+root's at block 0), its tokens growing as they are written.  Thousands of pages can continue one
+hash (the root's, a shared system prompt's), so they are also filed by their first token, and the
+sealed ones by their own chain hash::
+
+    parent hash h      pages continuing h (open order)   #3 [a b c d]  #8 [x y]  #9 []  #12 [a b e f]
+    by first token     h, a -> #3 #12      h, x -> #8     (#9 has no token yet: unfiled, filed by the
+                                                           first lookup under h that finds it written)
+    by own hash        hash(#3) -> #3       hash(#12) -> #12
+
+A page with no token yet when it was opened is filed lazily (tokens only ever grow until the page
+is forgotten, so its first token never changes once written).  Every search answers in open order
+(the order the pages were added): the first best match, the first duplicate.  The maps are flat (a
+bucket of one page is the page id itself, a dict only when pages share it): tens of thousands of
+live pages must not cost the garbage collector a container each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class Continuations:
+    """Pages continuing each chain hash (with their growing tokens), filed by first token, and sealed
+    pages by their chain hash."""
+
+    def __init__(self) -> None:
+        self.info: dict[int, tuple[int, int, int]] = {}  # pid -> (hash it continues, parent page, open order)
+        self.tokens: dict[int, list[int]] = {}  # pid -> its token list (the record's, still growing)
+        self._added = 0
+        self._first: dict[tuple[int, int], int | dict[int, None]] = {}  # (hash, first token) -> page(s)
+        self._unfiled: dict[int, dict[int, None]] = {}  # hash -> pages with no token yet (the others: filed)
+        self._sealed: dict[int, int | dict[int, None]] = {}  # chain hash -> page(s) sealed with it
+        self._hash_of: dict[int, int] = {}  # pid -> its key in ``_sealed``
+
+    def __len__(self) -> int:
+        return len(self.info)
+
+    def add(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
+        """Page ``pid`` (``tokens``: its token list, still growing), whose parent is page ``parent``,
+        continues ``parent_hash``."""
+        old = self.info.get(pid)
+        if old is not None and old[0] == parent_hash:  # added again: keeps its place
+            self._unfile(parent_hash, pid)
+            order = old[2]
+        else:
+            if old is not None:
+                self.remove(old[0], pid)
+            order = self._added
+            self._added += 1
+        self.info[pid] = (parent_hash, parent, order)
+        self.tokens[pid] = tokens
+        if tokens:
+            self._file(parent_hash, pid, tokens[0])
+        else:
+            self._unfiled.setdefault(parent_hash, {})[pid] = None
+
+    def remove(self, parent_hash: int, pid: int) -> None:
+        """``pid`` no longer continues ``parent_hash``."""
+        old = self.info.get(pid)
+        if old is not None and old[0] == parent_hash:
+            self._unfile(parent_hash, pid)
+            del self.info[pid], self.tokens[pid]
+
+    def _file(self, parent_hash: int, pid: int, first: int) -> None:
+        _put(self._first, (parent_hash, first), pid)
+
+    def _unfile(self, parent_hash: int, pid: int) -> None:
+        unfiled = self._unfiled.get(parent_hash)
+        if unfiled is not None and pid in unfiled:
+            del unfiled[pid]
+            if not unfiled:
+                del self._unfiled[parent_hash]
+        else:  # filed under the first token it had then, which it still has
+            _take(self._first, (parent_hash, self.tokens[pid][0]), pid)
+
+    def starting(self, parent_hash: int, first: int) -> list[int]:
+        """The pages continuing ``parent_hash`` whose first token is ``first`` (in no particular order:
+        ``info`` says which came first; ``tokens`` has their tokens)."""
+        unfiled = self._unfiled.get(parent_hash)
+        if unfiled:
+            tokens = self.tokens
+            for pid in [pid for pid in unfiled if tokens[pid]]:
+                del unfiled[pid]
+                self._file(parent_hash, pid, tokens[pid][0])
+            if not unfiled:
+                del self._unfiled[parent_hash]
+        got = self._first.get((parent_hash, first))
+        return [] if got is None else [got] if isinstance(got, int) else list(got)
+
+    # -- sealed pages by their own hash -----------------------------------------------------------
+    def sealed(self, h: int, pid: int) -> None:
+        """Page ``pid`` was sealed with chain hash ``h``."""
+        old = self._hash_of.get(pid)
+        if old == h:
+            return
+        if old is not None:
+            self.unsealed(pid)
+        _put(self._sealed, h, pid)
+        self._hash_of[pid] = h
+
+    def unsealed(self, pid: int) -> None:
+        """Page ``pid`` is forgotten: no longer a page sealed with its hash."""
+        h = self._hash_of.pop(pid, None)
+        if h is not None:
+            _take(self._sealed, h, pid)
+
+    def sealed_with(self, h: int) -> list[int]:
+        """The pages sealed with chain hash ``h`` (any parent), in open order."""
+        got = self._sealed.get(h)
+        if got is None:
+            return []
+        if isinstance(got, int):
+            return [got]
+        info = self.info
+        return sorted(got, key=lambda pid: info[pid][2] if pid in info else -1)
+
+    def duplicate(self, h: int, parent_hash: int, gone: int, sealed: Callable[[int], int | None]) -> int | None:
+        """The first opened page other than ``gone`` that continues ``parent_hash`` and whose chain hash
+        (``sealed(pid)``: None for a page gone or not sealed) is ``h``; None if there is none."""
+        info = self.info
+        for other in self.sealed_with(h):
+            if other != gone and other in info and info[other][0] == parent_hash and sealed(other) == h:
+                return other
+        return None
+
+
+def _put(buckets: dict[Any, int | dict[int, None]], key: Any, pid: int) -> None:
+    """Add ``pid`` to the bucket ``key`` (the id alone while it is the only one)."""
+    got = buckets.get(key)
+    if got is None:
+        buckets[key] = pid
+    elif isinstance(got, int):
+        if got != pid:
+            buckets[key] = {got: None, pid: None}
+    else:
+        got[pid] = None
+
+
+def _take(buckets: dict[Any, int | dict[int, None]], key: Any, pid: int) -> None:
+    """Remove ``pid`` from the bucket ``key`` (back to the id alone when one is left)."""
+    got = buckets.get(key)
+    if got is None:
+        return
+    if isinstance(got, int):
+        if got == pid:
+            del buckets[key]
+        return
+    got.pop(pid, None)
+    if len(got) == 1:
+        buckets[key] = next(iter(got))
