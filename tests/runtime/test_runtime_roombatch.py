@@ -30,10 +30,10 @@ class Twins(Twin):
         return Twin._show(out)
 
 
-def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the batches that moved their victims in one go."""
+def counting(monkeypatch: pytest.MonkeyPatch, module: Any = tiering_module) -> list[int]:
+    """Count the batches that moved their victims in one go (``make_room_batch`` as ``module`` calls it)."""
     done: list[int] = []
-    real = tiering_module.make_room_batch
+    real = module.make_room_batch
 
     def batch(tiers: Any, k: int, protect: Any) -> bool:
         ok = real(tiers, k, protect)
@@ -41,7 +41,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             done.append(k)
         return ok
 
-    monkeypatch.setattr(tiering_module, "make_room_batch", batch)
+    monkeypatch.setattr(module, "make_room_batch", batch)
     return done
 
 
@@ -114,16 +114,7 @@ def test_prefetch_room_in_one_go_is_room_one_slot_at_a_time(tmp_path: Path, monk
     """A recovery's prefetches with the room for all their copies made first, in one go, against each
     copy making its own room: cached prompts pushed off the GPU by other writes, then looked up and
     recovered; the same answers, state and policy counts after every operation."""
-    done: list[int] = []
-    real = prefetch_module.make_room_batch
-
-    def at_once(tiers: Any, k: int, protect: Any) -> bool:
-        ok = real(tiers, k, protect)
-        if ok:
-            done.append(k)
-        return ok
-
-    monkeypatch.setattr(prefetch_module, "make_room_batch", at_once)
+    done = counting(monkeypatch, prefetch_module)
     ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=16, host_pages=10, disk_pages=64,
                                            pool_capacity=60, prefetch_workers=1)) for name in ("batched", "single")]
     ms[1].parts.tiers.batchable = False
