@@ -360,8 +360,9 @@ class Pipeline:
                    atomic: bool = True, distinct: bool = False) -> np.ndarray:
         """Fire ``name`` for every (reader, page) of the batch, in order: ``r`` one reader (int) or one
         per firing, ``p`` one page per firing (distinct).  ``atomic``: all fire or none (the first
-        refusal is raised); else each firing is decided on its own and the mask of those that fired is
-        returned (the firings must then be independent: distinct readers and pages).  ``distinct``: the
+        refusal is raised); else each firing is a proposal decided on its own (as ``propose``: a refusal
+        is not counted) and the mask of those that fired is returned (the firings must then be
+        independent: distinct readers and pages).  ``distinct``: the
         caller knows the pages are distinct (a lease's), and so are the readers when there is one per
         firing (a decode step's), so the batch need not check."""
         ev = self.cspec.events.get(name)
@@ -399,12 +400,12 @@ class Pipeline:
             rs = [int(x) for x in r]
         ps = [None] * count if p is None else [int(x) for x in p]
         fired = np.zeros(count, dtype=bool)
-        if not atomic:
+        if not atomic:  # each a proposal, as the vector backend decides them: a refusal is not counted
+            propose = self.propose
             for i in range(count):
                 try:
-                    self.fire(ev.name, rs[i], ps[i])
-                    fired[i] = True
-                except GuardRefused:
+                    fired[i] = propose(ev.name, rs[i], ps[i])
+                except GuardRefused:  # an effect out of its bounds: refused (and counted) as alone
                     pass
             return fired
         sp = self.begin()

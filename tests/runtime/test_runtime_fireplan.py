@@ -69,3 +69,25 @@ def test_plans_fire_and_refuse_as_the_general_code(tmp_path: Any) -> None:
     assert checked > 200 and 0 < refused < checked
     m.check_integrity()
     m.close()
+
+
+def test_proposals_count_no_refusal_whatever_their_batch() -> None:
+    """The runtime's proposals (here ``admit`` of sealed pages into a full pool) count no refusal, be
+    they one at a time (a short write), a batch the vector backend decides, or the same batch fired
+    one by one by the general path; the counts agree between the fast and the general path."""
+    counts = []
+    for fast in (True, False):
+        m = CacheManager(config=small_config(None, gpu_pages=400, pool_capacity=30, host_pages=0, disk_pages=0,
+                                             fast=fast))
+        m.register("a", toks(0, 100))  # 25 sealed pages: their proposals one batch each
+        m.free("a")
+        m.register("b", toks(1000, 100))  # the pool fills up: admissions refused
+        m.free("b")
+        for i in range(6):  # short writes: a page at a time
+            m.register(f"s{i}", toks(5000 + 100 * i, 9))
+            m.append_batch({f"s{i}": [1]})
+        snap = m.metrics()
+        assert len(m.cached_pages()) == 30
+        counts.append(dict(snap.events_refused))
+        m.close()
+    assert counts[0] == counts[1] == {}, counts
