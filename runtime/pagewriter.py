@@ -113,11 +113,9 @@ class PageWriter:
         slide = self.config.auto_slide and last_seal > start
         if slide:
             self.undo(_setter(reader, "slide_next", reader.slide_next))
-        if n > c - start % c:  # a page or more opened: one undo re-points the tip for all of them
-            self.undo(self.tips.restorer(rid, reader.block, self.pages.records))
         while i < n:
             if pos % c == 0:
-                self.open(reader, n > c - start % c)
+                self.open(reader)
             pid = reader.block[-1]
             fill = pos % c
             take = min(c - fill, n - i)
@@ -145,12 +143,11 @@ class PageWriter:
         rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
         self.undo(_setter(rec, "hash", None))
 
-    def open(self, reader: ReaderRecord, restored: bool = False) -> int:
-        """Take a fresh page id and GPU slot for the reader's next block and fire ``open`` (``restored``:
-        the caller registered the undo that re-points the reader's tip)."""
+    def open(self, reader: ReaderRecord) -> int:
+        """Take a fresh page id and GPU slot for the reader's next block and fire ``open``."""
         rec = self.fresh(reader)
         self.pipe.fire("open", reader.rid, rec.pid)
-        self.link(reader, rec, restored)
+        self.link(reader, rec)
         return rec.pid
 
     def fresh(self, reader: ReaderRecord) -> PageRecord:
@@ -169,18 +166,22 @@ class PageWriter:
         self.undo(lambda: self.storage.free_slot(rec))
         return rec
 
-    def link(self, reader: ReaderRecord, rec: PageRecord, restored: bool = False) -> None:
+    def link(self, reader: ReaderRecord, rec: PageRecord) -> None:
         """The opened page ends the reader's block table (and its tip) and continues its parent in the
-        index (``restored``: the caller registered the undo that re-points the tip)."""
+        index."""
         block, pid, parent_hash = reader.block, rec.pid, rec.parent_hash
         block.append(pid)
-        self.undo(lambda: _none(block.pop()))
-        if restored:
-            self.tips.point(reader.rid, rec)
-        else:
-            self.undo(self.tips.set(reader.rid, rec))
+        self.tips.point(reader.rid, rec)
+        self.undo(lambda: self._unlink(reader.rid, block))
         self.index.add_child(parent_hash, pid, rec.tokens, rec.parent)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
+
+    def _unlink(self, rid: int, block: list[int]) -> None:
+        """Undo of ``link``: the page leaves the end of the block table, the tip goes back to the page
+        before it (one closure a page: nothing else kept until the commit, whose garbage would scatter
+        the next request's token ints)."""
+        block.pop()
+        self.tips.point(rid, self.pages.records[block[-1]] if block else None)
 
     def written(self, pending: list[Pending]) -> None:
         """After commit, for every page the transaction wrote, in bulk: the policy told of the fresh ones

@@ -92,7 +92,7 @@ class Sequences:
 
         self.writer.transaction(events)
         reader.block = []
-        self.writer.tips.set(reader.rid, None)
+        self.writer.tips.point(reader.rid, None)
         reader.slide_next = 0
         records = self.pages.records
         self.seam.holders(pids, -1, block)

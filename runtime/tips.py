@@ -9,15 +9,16 @@ instead of a pass over the readers' block tables and the page records.
     #1         []                 -1     -1     None
     #2         [7, 40]            40     9      PageRecord 40
 
-Kept by whoever changes a block table (``PageWriter.link``, ``Sequences.attach`` and ``free``), with
-the undo that restores it when the transaction rolls back.  The slot is the one the page had when it
-joined the table: a page still filling never leaves the GPU (``offload`` and ``drop`` need a sealed
-tail), so the slot of a filling page, the only kind a decode step writes into, is current.
+Kept by whoever changes a block table (``PageWriter.link``, whose undo points the tip back at the
+page before, ``Sequences.attach`` and ``free``), so a transaction rolled back restores it.  The slot
+is the one the page had when it joined the table: a page still filling never leaves the GPU
+(``offload`` and ``drop`` need a sealed tail), so the slot of a filling page, the only kind a decode
+step writes into, is current.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 
@@ -56,22 +57,12 @@ class Tips:
         return undo
 
     def point(self, rid: int, rec: PageRecord | None) -> None:
-        """``set`` without its undo: for a write whose whole run of opened pages one ``restorer`` undoes
-        (a long write opens a page every C tokens; one closure and its saved values a page would
-        be garbage the size of the request's own token ints, scattering the next request's)."""
+        """``set`` without its undo (for a caller whose own undo points the tip back)."""
         self.ensure(rid)
         if rec is None:
             self.page[rid], self.slot[rid], self.record[rid] = -1, -1, None
         else:
             self.page[rid], self.slot[rid], self.record[rid] = rec.pid, rec.gpu_slot, rec
-
-    def restorer(self, rid: int, block: list[int], records: Mapping[int, PageRecord]) -> Callable[[], None]:
-        """What points the tip back at the last page of ``block`` as it is when called (the undo of a
-        write, run after the block table's own undo restored it)."""
-        def restore() -> None:
-            self.point(rid, records[block[-1]] if block else None)
-
-        return restore
 
     def mismatches(self, tables: dict[int, list[int]], slot_of: Callable[[int], int]) -> list[str]:
         """What disagrees with the block tables ``tables`` (reader id -> its pages) and, for a last page
