@@ -66,10 +66,8 @@ class Refusals:
         w = failed.witness
         assert w is not None
         on_pages = w.over_pages
-        qr, qp = (r, at) if on_pages else (at, p)
-        shown = ", ".join(v.replace("[p]", f"[{w.var}]").replace("[r, p]", f"[r, {w.var}]") if on_pages else
-                          v.replace("[r]", f"[{w.var}]").replace("[r, p]", f"[{w.var}, p]")
-                          for v in self.values(w.reads, qr, qp))
+        qr, qp, names = (r, at, ("r", w.var)) if on_pages else (at, p, (w.var, "p"))
+        shown = ", ".join(self.values(w.reads, qr, qp, names=names))
         what = f"page {at}" if on_pages else self.describe(at)
         cls = self.kind(failed.reads, r, p)
         page = at if p is None and on_pages else p
@@ -99,17 +97,20 @@ class Refusals:
             readers += list(store.readers_at(("block",), p)) if "block" in store.rp else []
         return any(store.reader("graph", x) != idle for x in readers if x is not None)
 
-    def values(self, reads: frozenset[str], r: int | None, p: int | None, subscripts: bool = True) -> list[str]:
+    def values(self, reads: frozenset[str], r: int | None, p: int | None, subscripts: bool = True,
+               names: tuple[str, str] = ("r", "p")) -> list[str]:
         """``name[p]='value'`` (``name='value'`` without ``subscripts``) for the state an expression read
-        (decoded), for messages."""
+        (decoded), for messages; ``names``: how the reader's and the page's subscripts are written."""
         out = []
         scopes, dec = self.cspec.scopes, self.cspec.decode
+        sr, sp = (f"[{names[0]}]", f"[{names[1]}]") if subscripts else ("", "")
+        srp = f"[{names[0]}, {names[1]}]" if subscripts else ""
         for name in sorted(reads):
             scope = scopes.get(name)
             if scope == "page" and p is not None:
-                out.append(f"{name}{'[p]' if subscripts else ''}={dec(name, self.store.page(name, p))!r}")
+                out.append(f"{name}{sp}={dec(name, self.store.page(name, p))!r}")
             elif scope == "reader" and r is not None:
-                out.append(f"{name}{'[r]' if subscripts else ''}={dec(name, self.store.reader(name, r))!r}")
+                out.append(f"{name}{sr}={dec(name, self.store.reader(name, r))!r}")
             elif scope == "reader_page" and r is not None and p is not None:
-                out.append(f"{name}{'[r, p]' if subscripts else ''}={dec(name, self.store.rp_value(name, r, p))!r}")
+                out.append(f"{name}{srp}={dec(name, self.store.rp_value(name, r, p))!r}")
         return out
