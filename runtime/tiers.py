@@ -160,7 +160,11 @@ class DiskTier:
 
     def path(self, pid: int) -> Path:
         """The file of page ``pid``."""
-        return Path(f"{self._prefix}{pid}.kv")
+        return Path(self._file(pid))
+
+    def _file(self, pid: int) -> str:
+        """The file of page ``pid``, as a string (what the reads and writes open)."""
+        return f"{self._prefix}{pid}.kv"
 
     def _dir_fd(self) -> int:
         """The directory, open for the fsync that makes a rename durable (opened once)."""
@@ -173,7 +177,7 @@ class DiskTier:
         the caller frees a page right after (a spill writes before it drops its victim)."""
         if pid not in self.pages and len(self.pages) >= self.capacity + (1 if over else 0):
             raise CapacityError(f"disk tier full ({self.capacity} pages)")
-        target = f"{self._prefix}{pid}.kv"
+        target = self._file(pid)
         try:
             fd, tmp = self.temp_file(pid)
             try:
@@ -215,7 +219,7 @@ class DiskTier:
         the caller's checksum comparison rejects them.
         """
         try:
-            with open(f"{self._prefix}{pid}.kv", "rb") as f:
+            with open(self._file(pid), "rb") as f:
                 raw = f.read()
         except OSError:
             return None
@@ -231,7 +235,7 @@ class DiskTier:
         """Delete the page file (no error if it is already gone); False if it could not be deleted (it
         is then a leftover, retried by ``sweep``)."""
         self.pages.discard(pid)
-        path = Path(f"{self._prefix}{pid}.kv")
+        path = self.path(pid)
         if self.leftovers:
             self.leftovers.discard(path)
         try:
