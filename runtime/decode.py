@@ -76,8 +76,7 @@ class DecodeStep:
         later: list[int] = [] if full else np.flatnonzero(~room).tolist()
         if c <= 1:  # every token opens and seals its page
             return sorted(later + np.flatnonzero(room).tolist())
-        if int(rids.max()) >= len(self.tips.page):
-            self.tips.ensure(int(rids.max()))
+        self.tips.ensure(int(rids.max()))
         plain = (fill != 0) & (fill != c - 1)
         if not full:
             plain &= room
