@@ -19,6 +19,7 @@ import os
 import struct
 import tempfile
 import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -162,8 +163,7 @@ class DiskTier:
         """The file of page ``pid``."""
         return Path(self._file(pid))
 
-    def _file(self, pid: int) -> str:
-        """The file of page ``pid``, as a string (what the reads and writes open)."""
+    def _file(self, pid: int) -> str:  # the file of page ``pid`` as a string (what reads and writes open)
         return f"{self._prefix}{pid}.kv"
 
     def _dir_fd(self) -> int:
@@ -182,19 +182,16 @@ class DiskTier:
             fd, tmp = self.temp_file(pid)
             try:
                 try:
-                    body = _HEADER.pack(_MAGIC, len(data), check) + data
-                    rest = memoryview(body)[os.write(fd, body):]
-                    while rest:  # a short write: the rest
-                        rest = rest[os.write(fd, rest):]
+                    body = memoryview(_HEADER.pack(_MAGIC, len(data), check) + data)
+                    while body:  # a short write: the rest
+                        body = body[os.write(fd, body):]
                     os.fsync(fd)
                 finally:
                     os.close(fd)
                 os.replace(tmp, target)
             except BaseException:
-                try:
+                with suppress(FileNotFoundError):
                     os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
                 raise
             os.fsync(self._dir_fd())
         except OSError as exc:
