@@ -3,7 +3,8 @@ deciding whether it lands::
 
     prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
     worker     read the copy (outside the lock), write it into the slot (a recovery starts its copies
-               once it let the lock go: a worker woken while the lock is held only waits for it)
+               once it let the lock go, one job a worker: a worker woken while the lock is held only
+               waits for it)
     then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
                the source copy is deleted (a file that cannot be is a counted leftover)
 
@@ -38,7 +39,8 @@ class Prefetcher:
         self.pipe, self.pages, self.storage, self.seam, self.busy = pipe, pages, storage, seam, busy
         self.collector, self.tiers, self.metrics, self.lock = collector, tiers, metrics, lock
         self.page_bytes = config.page_bytes or storage.data.page_bytes
-        self.executor = ThreadPoolExecutor(config.prefetch_workers, thread_name_prefix="morphcache-prefetch")
+        self.workers = config.prefetch_workers
+        self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="morphcache-prefetch")
         self._queued: list[tuple[Future[None], int, int, str]] = []  # copies ``start_queued`` starts
 
     def _gen(self, pid: int) -> int:
@@ -102,21 +104,28 @@ class Prefetcher:
         return fut
 
     def start_queued(self) -> None:
-        """Start the copies ``prefetch(..., start=False)`` queued (call without the lock).  Copies that
-        cannot start (the workers stopped) are abandoned, as a copy that cannot start at once is, their
-        futures failed, and the error raised."""
+        """Start the copies ``prefetch(..., start=False)`` queued (call without the lock): one job a
+        worker, each taking every ``workers``-th copy in queue order (a recovery's copies cost one hand-off
+        to the pool a worker, not one a page).  Copies that cannot start (the workers stopped) are
+        abandoned, as a copy that cannot start at once is, their futures failed, and the error raised."""
         with self.lock:
             queued, self._queued = self._queued, []
-        for i, (fut, pid, slot, source) in enumerate(queued):
+        jobs = [queued[w::self.workers] for w in range(min(self.workers, len(queued)))]
+        for j, job in enumerate(jobs):
             try:
-                self.executor.submit(self._run, fut, pid, slot, source)
+                self.executor.submit(self._run_all, job)
             except BaseException as exc:
                 with self.lock:
-                    for left, lpid, lslot, _ in queued[i:]:
+                    for left, lpid, lslot, _ in (item for rest in jobs[j:] for item in rest):
                         self._abandon(lpid, lslot)
                         self.busy.inflight.pop(lpid, None)
                         left.set_exception(exc)
                 raise
+
+    def _run_all(self, job: list[tuple[Future[None], int, int, str]]) -> None:
+        """Worker: the queued copies of one job, in order."""
+        for fut, pid, slot, source in job:
+            self._run(fut, pid, slot, source)
 
     def _run(self, fut: Future[None], pid: int, slot: int, source: str) -> None:
         """Worker: a queued copy (``_copy``), its outcome on its future."""

@@ -19,6 +19,7 @@ from morphcache.runtime import (
     GuardRefused,
     MorphcacheError,
     NeedsRecovery,
+    Ready,
     RuntimeConfig,
     TierError,
 )
@@ -260,4 +261,27 @@ def test_a_recovery_whose_copies_cannot_start_abandons_them(make_manager: Callab
     live = set(m.page_ids())
     assert all(pid not in live or m.page_state(pid)["tier"] == "dropped" for pid in res.plan.pages_on("prefetch"))
     assert m.metrics().events_fired["corrupt"] == len(res.plan.pages_on("prefetch"))  # to the recompute path
+    m.check_integrity()
+
+
+def test_a_recovery_hands_its_copies_to_the_workers_in_one_job_each(make_manager: Callable[..., CacheManager]) -> None:
+    """A recovery's queued copies go to the worker pool as one job a worker (every ``workers``-th copy
+    each, in queue order), not one a page; every copy lands and the payloads read back whole."""
+    m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
+    m.register("a", toks(0, 12))
+    m.free("a")
+    pages = m.cached_pages()
+    for pid in pages:
+        m.offload(pid)
+    res = m.lookup(toks(0, 12))
+    assert isinstance(res, NeedsRecovery) and len(res.plan.pages_on("prefetch")) >= 3
+    pool = m.parts.prefetcher.executor
+    jobs: list[Any] = []
+    submit = pool.submit
+    pool.submit = lambda fn, *args: jobs.append(args) or submit(fn, *args)  # type: ignore[method-assign]
+    report = m.recover(res.plan)
+    assert len(jobs) == 2 and sorted(pid for (job,) in jobs for _, pid, _, _ in job) == \
+        sorted(res.plan.pages_on("prefetch"))
+    assert not report.failed and not m.parts.busy.inflight
+    assert isinstance(m.lookup(toks(0, 12)), Ready)
     m.check_integrity()
