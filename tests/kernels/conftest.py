@@ -1,6 +1,10 @@
 """Fixtures for the kernel tests: a small paged world (pools, block tables, lease) built from dense
 per-sequence K/V, and a test lease.
 
+Tests run where the kernels run: on cpu under the Triton interpreter, on cuda when the kernels are
+compiled.  There, every tensor a test makes without naming a device is made on cuda (an autouse
+fixture sets torch's default device), so a test reads the same on both.
+
 Pages of the sequences are scattered over a shuffled page id space; every pool slot that no
 sequence owns holds random garbage, so a kernel that reads past a tail or outside its pages
 produces a visible error instead of a lucky zero.
@@ -9,7 +13,7 @@ produces a visible error instead of a lucky zero.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -107,7 +111,7 @@ class World:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         gen = torch.Generator().manual_seed(1000 + seed)
         dev = self.raw_k.device
-        q = torch.randn(len(seqs), hq, self.D, generator=gen).to(dev)
+        q = torch.randn(len(seqs), hq, self.D, generator=gen, device="cpu").to(dev)
         return (
             q,
             torch.tensor(seqs, dtype=torch.int32, device=dev),
@@ -135,6 +139,13 @@ def build_world(
     Complete pages are compressed with ``reference_compress``; ``gen_table`` holds random
     generations and the lease records them.
     """
+    with torch.device("cpu"):  # built on cpu from the seed (the same values on every device), then moved
+        return _build_world(seq_lens, C, Hkv, D, seed, spare_pages, pad_blocks)
+
+
+def _build_world(
+    seq_lens: Sequence[int], C: int, Hkv: int, D: int, seed: int, spare_pages: int, pad_blocks: int  # noqa: N803
+) -> World:
     gen = torch.Generator().manual_seed(seed)
     dev = device()
     blocks = [-(-t // C) for t in seq_lens]
@@ -174,6 +185,16 @@ def build_world(
         gen_table.to(dev), block_table.to(dev), lease_generations.to(torch.int32).to(dev),
         dense_k, dense_v,
     )
+
+
+@pytest.fixture(autouse=True)
+def _default_device() -> Iterator[None]:
+    """Tensors a test makes without naming a device are made where the kernels run."""
+    if device().type == "cpu":
+        yield
+        return
+    with torch.device(device()):
+        yield
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ def test_bandwidth_path_runs_with_a_stand_in_timer(capsys: pytest.CaptureFixture
         calls.append(1)
         return 1.0
 
-    bench.bandwidth(args, torch.device("cpu"), timer=once)
+    bench.bandwidth(args, torch.get_default_device(), timer=once)
     out = capsys.readouterr().out
     assert len(calls) == 2 * 4 * 2  # guard on/off x four kernels x two contexts
     for name in ("compressed_read", "sparse_read", "window_read", "indexer_topk"):

@@ -46,7 +46,7 @@ def _world_args(make_world, lease_cls) -> Args:
     world = make_world([9, 14], C=4, Hkv=2, D=16)
     q, q_seq, q_pos = world.prefill_queries(4, stride=4)
     lease = world.lease()
-    gen = torch.Generator().manual_seed(5)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(5)
     n_tok = 6
     return {
         "world": world,
@@ -356,7 +356,7 @@ def test_cpu_tensors_need_the_interpreter() -> None:
     ct = Contract("window_read", 16, kernel=object())
     msg = "window_read: q: expected a cuda tensor .*TRITON_INTERPRET=1.*got device cpu"
     with pytest.raises(DeviceError, match=msg):
-        ct.tensor("q", torch.zeros(2, 2, 16), torch.float32, ("N", "Hq", "D"))
+        ct.tensor("q", torch.zeros(2, 2, 16, device="cpu"), torch.float32, ("N", "Hq", "D"))
 
 
 def test_non_tensor_argument_is_a_dtype_error(args: Args) -> None:

@@ -25,7 +25,7 @@ ATOL = 2e-5
 
 
 def _inputs(n: int, h: int, dk: int, dv: int, seed: int) -> tuple[torch.Tensor, ...]:
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(seed)
     q = torch.randn(n, h, dk, generator=gen)
     k = torch.nn.functional.normalize(torch.randn(n, h, dk, generator=gen), dim=-1)
     v = torch.randn(n, h, dv, generator=gen)
@@ -65,7 +65,7 @@ def test_gdn_prefill_matches_reference(
     for n, (s, length) in enumerate(zip(start, lens, strict=True)):
         for b in range(s // C, (s + length) // C, 2):  # every other boundary passed
             table[n, b] = next(free)
-    states = torch.randn(n_slots, H, K, V, generator=torch.Generator().manual_seed(7))
+    states = torch.randn(n_slots, H, K, V, generator=torch.Generator(torch.get_default_device()).manual_seed(7))
     want_states = states.clone()
     got = gdn_prefill(
         q, k, v, g, beta, cu, _i32(start), slots, _i32(reset), states, page_size=C, checkpoint_slots=table
@@ -78,7 +78,7 @@ def test_gdn_prefill_matches_reference(
 
 def test_prefill_reference_is_the_model_delta_rule() -> None:
     q, k, v, g, beta = _inputs(23, 2, 6, 9, seed=3)
-    init = torch.randn(2, 6, 9, generator=torch.Generator().manual_seed(4))
+    init = torch.randn(2, 6, 9, generator=torch.Generator(torch.get_default_device()).manual_seed(4))
     states = torch.stack([torch.zeros_like(init), init])
     out = reference_gdn_prefill(q, k, v, g, beta, _i32([0, 23]), _i32([5]), _i32([1]), _i32([0]), states, 4)
     for rule in (delta_rule_recurrent, delta_rule_chunked):
@@ -117,7 +117,7 @@ def test_gdn_decode_matches_reference_and_saves_checkpoints() -> None:
 
 
 def _restore_world(lease_cls):  # noqa: ANN202
-    states = torch.randn(8, 2, 4, 6, generator=torch.Generator().manual_seed(1))
+    states = torch.randn(8, 2, 4, 6, generator=torch.Generator(torch.get_default_device()).manual_seed(1))
     gen_table = _i32([5, 6, 7, 8, 9, 10, 11, 12])
     table = _i32([[4, -1, 6], [1, 2, -1]])
     lease = lease_cls(table, torch.where(table >= 0, gen_table[table.clamp(min=0).long()], 0), _i32([12, 8]))
@@ -151,13 +151,15 @@ def test_gdn_restore_refuses_a_stale_checkpoint(lease_cls, released_error) -> No
 
 def test_a_linear_layer_served_through_the_kernels(lease_cls) -> None:
     """Page-range prefill with checkpoints, a restore at a page boundary, the rest, two decodes."""
-    model = HybridModel(model_config("gdn-hybrid"), seed=3)
-    layer = model.layers[0]
-    c = model.config.page_size
-    x = layer.attn_norm(model.embed(torch.randint(0, 256, (2 * c + 7,), generator=torch.Generator().manual_seed(0))))
-    with torch.no_grad():
-        q, k, v, g, beta = rule_inputs(layer, x)
+    dev = torch.get_default_device()
+    with torch.device("cpu"), torch.no_grad():  # the model runs on cpu; its rule inputs go to the kernels' device
+        model = HybridModel(model_config("gdn-hybrid"), seed=3)
+        layer = model.layers[0]
+        c = model.config.page_size
+        tokens = torch.randint(0, 256, (2 * c + 7,), generator=torch.Generator().manual_seed(0))
+        q, k, v, g, beta = rule_inputs(layer, layer.attn_norm(model.embed(tokens)))
         want, _ = delta_rule_recurrent(q, k, v, g, beta, torch.zeros(4, 16, 16))
+    q, k, v, g, beta, want = (t.to(dev) for t in (q, k, v, g, beta, want))
     h, d = q.shape[1], q.shape[2]
     states = torch.zeros(4, h, d, d)  # slot 0: first request, 1 and 2: checkpoints, 3: second request
     n = 2 * c

@@ -33,7 +33,7 @@ def _i32(values: list[Any]) -> torch.Tensor:
 
 @pytest.fixture
 def args(lease_cls) -> Args:
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(0)
     t, n = 7, 2
     table = _i32([[4, -1, 5], [-1, 6, -1]])
     return {

@@ -31,7 +31,7 @@ from morphcache.kernels import (
     "P,C,Hkv,D,N", [(6, 4, 2, 16, 7), (5, 5, 3, 12, 13), (3, 16, 1, 16, 1), (9, 3, 2, 8, 27)]
 )
 def test_store_matches_reference(P: int, C: int, Hkv: int, D: int, N: int) -> None:  # noqa: N803
-    gen = torch.Generator().manual_seed(P * C + N)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(P * C + N)
     raw_k, raw_v = torch.randn(P, C, Hkv, D, generator=gen), torch.randn(P, C, Hkv, D, generator=gen)
     k, v = torch.randn(N, Hkv, D, generator=gen), torch.randn(N, Hkv, D, generator=gen)
     slots = torch.randperm(P * C, generator=gen)[:N]
@@ -52,7 +52,7 @@ def test_store_with_no_tokens_is_a_no_op() -> None:
 @pytest.mark.parametrize("P,C,Hkv,D", [(6, 4, 2, 16), (5, 5, 3, 12), (4, 16, 1, 16), (7, 3, 4, 8)])
 @pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64])
 def test_compress_matches_reference(P: int, C: int, Hkv: int, D: int, ids_dtype: torch.dtype) -> None:  # noqa: N803
-    gen = torch.Generator().manual_seed(P + C + D)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(P + C + D)
     raw_k, raw_v = torch.randn(P, C, Hkv, D, generator=gen) * 3, torch.randn(P, C, Hkv, D, generator=gen)
     bias = torch.randn(C, Hkv, D, generator=gen)
     page_ids = torch.randperm(P, generator=gen)[: P - 1].to(ids_dtype)
@@ -69,7 +69,7 @@ def test_compress_matches_reference(P: int, C: int, Hkv: int, D: int, ids_dtype:
 @pytest.mark.parametrize("shape", [(7, 4, 2, 16), (7, 2, 16), (7, 16), (9, 5, 3, 12)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16])
 def test_page_copy_round_trip_matches_reference(shape: tuple[int, ...], dtype: torch.dtype) -> None:
-    gen = torch.Generator().manual_seed(len(shape))
+    gen = torch.Generator(torch.get_default_device()).manual_seed(len(shape))
     pool = (torch.randn(*shape, generator=gen) * 100).to(dtype)
     ids = torch.tensor([6, 0, 3, 5], dtype=torch.int32)
     staging = gather_pages(pool, ids, alignment=8)
