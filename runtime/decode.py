@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -60,9 +60,11 @@ class DecodeStep:
         self.morph, self.seam, self.config = morph, seam, config
         self.store = pipe.store
         self.tips = writer.tips
-        self.C = config.page_size
+        self.C = c = config.page_size
+        self.kinds = np.full(max(c, 1), _PLAIN, dtype=np.int8)  # by fill: opens at 0, seals at C-1
+        self.kinds[0], self.kinds[-1] = _OPENS, _SEALS
 
-    def run(self, readers: list[ReaderRecord], tokens: list[int]) -> list[int]:
+    def run(self, readers: list[ReaderRecord], tokens: Sequence[int]) -> list[int]:
         """Write ``tokens[i]`` at the frontier of ``readers[i]`` (distinct readers) by kind; returns the
         indices of the sequences left to append one by one."""
         n, c = len(readers), self.C
@@ -70,19 +72,24 @@ class DecodeStep:
         if rids is None:
             rids = np.fromiter(map(_RID, readers), dtype=np.int64, count=n)
         front = self.store.rvecs[FRONTIER][rids]
-        fill = front % c
-        room = front < self.config.max_sequence_tokens
-        full = bool(room.all())
-        later: list[int] = [] if full else np.flatnonzero(~room).tolist()
+        limit = self.config.max_sequence_tokens
+        room = None if not n or int(front.max()) < limit else front < limit  # None: room for every one
+        later: list[int] = [] if room is None else np.flatnonzero(~room).tolist()
         if c <= 1:  # every token opens and seals its page
-            return sorted(later + np.flatnonzero(room).tolist())
+            return sorted(later + (list(range(n)) if room is None else np.flatnonzero(room).tolist()))
         self.tips.ensure(int(rids.max()))
-        plain = (fill != 0) & (fill != c - 1)
-        if not full:
+        fill = front % c
+        kind = self.kinds[fill]
+        plain = kind == _PLAIN
+        if room is not None:
             plain &= room
         idx = np.flatnonzero(plain)
-        opens = np.flatnonzero((fill == 0) & room).tolist() if len(idx) < n else []
-        seals = np.flatnonzero((fill == c - 1) & room).tolist() if len(idx) < n else []
+        opens: list[int] = []
+        seals: list[int] = []
+        if len(idx) < n:  # the few at a page's first or last token, split by their kind
+            at = np.flatnonzero(~plain if room is None else ~plain & room)
+            for i, k in zip(at.tolist(), kind[at].tolist(), strict=True):
+                (opens if k == _OPENS else seals).append(i)
         step = _Step(readers, tokens, rids, front, fill)
         try:
             return self.by_kind(step, idx, opens, seals, later)
@@ -119,7 +126,7 @@ class DecodeStep:
         is passed as distinct: its readers are (the step's sequences), and two firings on one page could
         not both pass the guard (``block[r, p] == 'in'`` on a ``filling`` page: one holder, by the
         spec's invariants), so each firing is decided as it would be alone."""
-        writer, tips, k, c = self.writer, self.tips, len(opens), self.C
+        writer, tips, k = self.writer, self.tips, len(opens)
         if k and len(self.storage.slots.free_slots) < k:
             raise CapacityError(f"GPU pool: {k} pages to open, {len(self.storage.slots.free_slots)} free slots")
         rids = step.rids
@@ -155,10 +162,10 @@ class DecodeStep:
                     seam.inserted(rec)
                 seam.holders(list(map(_PID, opened)), 1)
             seam.tick()
-            recs = tips.record[sel]
-            toks = step.array if whole and which is every else step.array[which]
-            deque(map(list.append, map(_TOKENS, recs), toks.tolist()), maxlen=0)
-            step.held.append((tips.slot[sel], step.front[which] // c, step.fill[which], toks))
+            every_one = whole and which is every  # every sequence of the step, in order
+            toks = step.array if every_one else step.array[which]
+            deque(map(list.append, tips.tokens[sel], toks.tolist()), maxlen=0)
+            step.held.append(None if every_one else which)
             for rec in opened:
                 rec.meta.tokens = 1
             seam.accessed(pids)
@@ -175,18 +182,19 @@ class DecodeStep:
         the readers), the chain hashes, the windows the seals left behind slid (proposals), in one
         transaction, all of them or none; then the step's bytes, and the sealed pages' index entries
         and morphology."""
-        readers, tokens, rids = _pick(step.readers, seals), _pick(step.tokens, seals), step.rids[seals]
+        at = np.array(seals, dtype=np.int64)
+        readers, tokens, rids = _pick(step.readers, seals), _pick(step.tokens, seals), step.rids[at]
         writer, morph, c = self.writer, self.morph, self.C
         pids = self.tips.page[rids].tolist()
         recs = self.tips.record[rids].tolist()
+        rows: list[np.ndarray] = []
 
         def events(pending: list[Pending]) -> None:
             self.fire_all("seal", rids.tolist(), pids)
-            for rec, token in zip(recs, tokens, strict=True):
-                writer.seal_hash(rec, (token,))
+            rows.append(writer.seal_hashes(recs, tokens))
             if self.config.auto_slide:  # windows W tokens behind the frontiers the seals reached
+                writer.undo(_restore_slides(readers))
                 for reader in readers:
-                    writer.undo(_restore_slide(reader, reader.slide_next))
                     morph.auto_slide(reader)
 
         def after(pending: list[Pending]) -> None:
@@ -194,10 +202,10 @@ class DecodeStep:
             for rec, token in zip(recs, tokens, strict=True):
                 rec.tokens.append(token)
                 rec.meta.tokens = c
-            step.held.append((self.tips.slot[rids], step.front[seals] // c, step.fill[seals], step.array[seals]))
+            step.held.append(at)
             self.flush(step)  # the bytes before the pages' morphology (compression reads them)
             self.seam.accessed(pids)
-            writer.sealed_many(recs)
+            writer.sealed_many(recs, rows[0])
 
         writer.transaction(events, after)
 
@@ -207,8 +215,13 @@ class DecodeStep:
         held, step.held = step.held, []
         if not held:
             return
-        cols = held[0] if len(held) == 1 else tuple(np.concatenate(x) for x in zip(*held, strict=True))
-        slots, depths, offsets, toks = cols
+        if len(held) == 1 and held[0] is None:  # every sequence of the step, in order
+            rids, front, offsets, toks = step.rids, step.front, step.fill, step.array
+        else:
+            n = len(step.rids)
+            sel = np.concatenate([np.arange(n) if h is None else h for h in held]) if len(held) > 1 else held[0]
+            rids, front, offsets, toks = step.rids[sel], step.front[sel], step.fill[sel], step.array[sel]
+        slots, depths = self.tips.slot[rids], front // self.C
         many = getattr(self.storage.data, "write_tokens_many", None)
         if many is not None:
             many(slots, depths, offsets, toks)
@@ -236,28 +249,34 @@ class _Step:
 
     __slots__ = ("readers", "tokens", "rids", "front", "fill", "array", "held")
 
-    def __init__(self, readers: list[ReaderRecord], tokens: list[int], rids: np.ndarray, front: np.ndarray,
+    def __init__(self, readers: list[ReaderRecord], tokens: Sequence[int], rids: np.ndarray, front: np.ndarray,
                  fill: np.ndarray) -> None:
         self.readers, self.tokens, self.rids, self.front, self.fill = readers, tokens, rids, front, fill
-        self.array = np.frombuffer(array("Q", tokens), dtype=np.uint64)
-        self.held: list[tuple[np.ndarray, ...]] = []  # bytes decided, not yet written: (slots, blocks, offsets, tokens)
+        words = tokens if isinstance(tokens, array) and tokens.typecode == "Q" else array("Q", tokens)
+        self.array = np.frombuffer(words, dtype=np.uint64)
+        self.held: list[np.ndarray | None] = []  # the sequences whose bytes are decided, not yet written (None: all)
 
 
 class _OpenRefused(MorphcacheError):
     """An opening sequence's first token was refused (the step's opens then go one by one)."""
 
 
-def _pick(items: list[Any], idx: list[int]) -> list[Any]:
+def _pick(items: Sequence[Any], idx: list[int]) -> list[Any]:
     """``[items[i] for i in idx]`` in one C-level call."""
     if len(idx) <= 1:
         return [items[i] for i in idx]
     return list(itemgetter(*idx)(items))
 
 
-def _restore_slide(reader: ReaderRecord, value: int) -> Callable[[], None]:
+def _restore_slides(readers: list[ReaderRecord]) -> Callable[[], None]:
+    """What puts the readers' ``slide_next`` back as it is now."""
+    saved = [(reader, reader.slide_next) for reader in readers]
+
     def undo() -> None:
-        reader.slide_next = value
+        for reader, value in saved:
+            reader.slide_next = value
     return undo
 
 
-_RID, _PID, _TOKENS = attrgetter("rid"), attrgetter("pid"), attrgetter("tokens")
+_RID, _PID = attrgetter("rid"), attrgetter("pid")
+_OPENS, _PLAIN, _SEALS = 0, 1, 2  # a sequence's kind in the step, by the fill of its page
