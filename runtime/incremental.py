@@ -86,6 +86,7 @@ class Incremental:
         self.actions: dict[str, list[tuple[Tracked, str, bool, bool]]] = {
             name: [(self.tracked[t], kind, all_, other) for t, kind, all_, other in acts]
             for name, acts in kinds.items()}
+        self._mark = np.zeros(64, dtype=bool)  # reader-indexed scratch of ``_firings_of`` (False between calls)
 
     def _actions(self, ev: CompiledEvent) -> list[tuple[str, str, bool, bool]]:
         """``(tracked, what, keep_all, keep_other)`` for each tracked reduction ``ev`` can change: what it
@@ -213,11 +214,7 @@ class Incremental:
             ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
         by_reader: dict[Any, list[int]]
         if keep:  # true bodies stay true: only the failing readers' firings are looked at (a decode step)
-            by_reader = {}
-            for rid in set().union(*(act[0].failing for act in actions)):
-                hit = r == rid
-                if hit.any():
-                    by_reader[rid] = p[hit].tolist()
+            by_reader = self._firings_of(set().union(*(act[0].failing for act in actions)), r, p)
         elif isinstance(r, np.ndarray):
             by_reader = {}
             for rid, pid in zip(r.tolist(), ps, strict=True):
@@ -252,6 +249,28 @@ class Incremental:
                 if pids:
                     self._recheck_many(t, rid, pids)
         self.names["r"], self.names["p"] = saved_r, saved_p
+
+    def _firings_of(self, rids: set[int], r: np.ndarray, p: np.ndarray) -> dict[int, list[int]]:
+        """The pages each of ``rids`` fired on in the batch of readers ``r`` on pages ``p``: a few readers
+        compared one at a time, more marked in a reader-indexed mask read once at the batch's readers."""
+        out: dict[int, list[int]] = {}
+        if len(rids) <= 1:
+            for rid in rids:
+                hit = r == rid
+                if hit.any():
+                    out[rid] = p[hit].tolist()
+            return out
+        want = np.fromiter(rids, dtype=np.int64, count=len(rids))
+        size = max(int(want.max()), int(r.max())) + 1
+        if len(self._mark) < size:
+            self._mark = np.zeros(max(size, 2 * len(self._mark)), dtype=bool)
+        mark = self._mark
+        mark[want] = True
+        at = np.flatnonzero(mark[r])
+        mark[want] = False
+        for rid, pid in zip(r[at].tolist(), p[at].tolist(), strict=True):
+            out.setdefault(rid, []).append(pid)
+        return out
 
     def _after_one(self, actions: list[tuple[Tracked, str, bool, bool]], r: int | None, p: int) -> None:
         """``after`` for one firing (reader ``r``, page ``p``): the same rechecks, page by page, each

@@ -148,11 +148,11 @@ class PageWriter:
     def seal_hashes(self, recs: list[PageRecord], last: Sequence[int]) -> np.ndarray:
         """``seal_hash`` for many pages, each sealed by one last token (``last[i]`` for ``recs[i]``, a decode
         step's): one digest over their rows (inside a transaction).  Returns the rows (pages x C tokens)."""
-        words = array("Q")
+        flat: list[int] = []
         for rec, token in zip(recs, last, strict=True):
-            words.extend(rec.tokens)
-            words.append(token)
-        rows = np.frombuffer(words, dtype=np.uint64).reshape(len(recs), self.C)
+            flat += rec.tokens
+            flat.append(token)
+        rows = np.frombuffer(array("Q", flat), dtype=np.uint64).reshape(len(recs), self.C)
         for rec, h in zip(recs, chain_hashes([rec.parent_hash for rec in recs], rows), strict=True):
             rec.hash = h
         self.undo(lambda: _unhash(recs))
