@@ -49,6 +49,7 @@ from .pipeline import Pipeline
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
+from .tips import Tips
 
 
 class DecodeStep:
@@ -97,30 +98,27 @@ class DecodeStep:
             self.flush(step)
 
     def by_kind(self, step: _Step, idx: np.ndarray, opens: list[int], seals: list[int], later: list[int]) -> list[int]:
-        """The plain and opening sequences, then the sealing ones; returns ``later`` with the
-        sequences left to the one-by-one path."""
+        """Every kind in one transaction; returns ``later`` with the sequences left to the one-by-one
+        path: the opening ones when their kind is refused (the others then written again without
+        them), the sealing ones when theirs is, and the plain appends the spec refused."""
         if opens:
             try:
-                later += self.appends(step, idx, opens)
+                return later + self.write(step, idx, opens, seals)
             except MorphcacheError:  # the opening sequences one by one, the others again
                 later += opens
-                opens = []
-        if len(idx) and not opens:
-            later += self.appends(step, idx, [])
-        if seals:
-            try:
-                self.seal_many(step, seals)
-            except MorphcacheError:
-                later += seals
+        if len(idx) or seals:
+            later += self.write(step, idx, [], seals)
         return later
 
-    def appends(self, step: _Step, idx: np.ndarray, opens: list[int]) -> list[int]:
+    def write(self, step: _Step, idx: np.ndarray, opens: list[int], seals: list[int]) -> list[int]:
         """The sequences ``idx`` (each in the middle of a page) and ``opens`` (each at a page boundary)
-        take their token: a fresh page for each of ``opens`` (``open``, one batch over those readers, all
-        or none), then one batch of ``append`` over them all, each firing on its own; then records,
-        bytes and the policy.  Returns the sequences of ``idx`` the spec refused.  With ``opens``, one
-        transaction, and a MorphcacheError (nothing changed) when an open or an opening sequence's first
-        token is refused, or the GPU pool lacks a free slot for each page opened.
+        take their token: a fresh page for each of ``opens`` (``open`` over those readers, all or none),
+        then one batch of ``append`` over them all, each firing on its own; then ``seals`` take their
+        page's last token (``seal``, the chain hashes, the slides: a part of the transaction that stands
+        or falls alone); then records, bytes, the policy and the sealed pages' morphology.  Returns the
+        sequences of ``idx`` the spec refused, and ``seals`` when their part was refused.  With
+        ``opens``, a MorphcacheError (nothing changed) when an open or an opening sequence's first token
+        is refused, or the GPU pool lacks a free slot for each page opened.
 
         The pages come from the tip columns (tips.py), one array index for the whole batch.  The batch
         is passed as distinct: its readers are (the step's sequences), and two firings on one page could
@@ -136,6 +134,8 @@ class DecodeStep:
         who = rids if whole else rids[every]
         opened: list[PageRecord] = []
         decided: list[np.ndarray] = []
+        sealing = [_Sealing(step, seals, tips)] if seals else []
+        refused: list[int] = []
 
         def events(pending: list[Pending]) -> None:
             if k:
@@ -147,8 +147,8 @@ class DecodeStep:
             if k and not fired[len(idx):].all():
                 raise _OpenRefused("an opening sequence's first token was refused")
             decided.extend((pids, fired))
-
-        refused: list[int] = []
+            if sealing and not writer.attempt(lambda: self.seal_events(sealing[0])):
+                refused.extend(sealing.pop().seals)
 
         def after(pending: list[Pending]) -> None:
             pids, fired = decided
@@ -168,46 +168,35 @@ class DecodeStep:
             step.held.append(None if every_one else which)
             for rec in opened:
                 rec.meta.tokens = 1
-            seam.accessed(pids)
+            if not sealing:
+                seam.accessed(pids)
+                return
+            done, c = sealing[0], self.C
+            for rec, token in zip(done.recs, done.tokens, strict=True):
+                rec.tokens.append(token)
+                rec.meta.tokens = c
+            step.held.append(done.at)
+            self.flush(step)  # the bytes before the pages' morphology (compression reads them)
+            seam.accessed(np.concatenate((pids, done.pids)))
+            writer.sealed_many(done.recs, done.rows)
 
-        if k:
+        if k or seals:
             writer.transaction(events, after)
         else:  # each firing on its own, nothing to undo
             events([])
             after([])
         return refused
 
-    def seal_many(self, step: _Step, seals: list[int]) -> None:
-        """Each of the sequences ``seals``' filling page takes its last token: ``seal`` (one batch over
-        the readers), the chain hashes, the windows the seals left behind slid (proposals), in one
-        transaction, all of them or none; then the step's bytes, and the sealed pages' index entries
-        and morphology."""
-        at = np.array(seals, dtype=np.int64)
-        readers, tokens, rids = _pick(step.readers, seals), _pick(step.tokens, seals), step.rids[at]
-        writer, morph, c = self.writer, self.morph, self.C
-        pids = self.tips.page[rids].tolist()
-        recs = self.tips.record[rids].tolist()
-        rows: list[np.ndarray] = []
-
-        def events(pending: list[Pending]) -> None:
-            self.fire_all("seal", rids.tolist(), pids)
-            rows.append(writer.seal_hashes(recs, tokens))
-            if self.config.auto_slide:  # windows W tokens behind the frontiers the seals reached
-                writer.undo(_restore_slides(readers))
-                for reader in readers:
-                    morph.auto_slide(reader)
-
-        def after(pending: list[Pending]) -> None:
-            self.seam.tick()
-            for rec, token in zip(recs, tokens, strict=True):
-                rec.tokens.append(token)
-                rec.meta.tokens = c
-            step.held.append(at)
-            self.flush(step)  # the bytes before the pages' morphology (compression reads them)
-            self.seam.accessed(pids)
-            writer.sealed_many(recs, rows[0])
-
-        writer.transaction(events, after)
+    def seal_events(self, s: _Sealing) -> None:
+        """Each sealing sequence's filling page takes its last token: ``seal`` (one batch over the
+        readers), the chain hashes, the windows the seals left behind slid (proposals)."""
+        writer = self.writer
+        self.fire_all("seal", s.rids.tolist(), s.pids.tolist())
+        s.rows = writer.seal_hashes(s.recs, s.tokens)
+        if self.config.auto_slide:  # windows W tokens behind the frontiers the seals reached
+            writer.undo(_restore_slides(s.readers))
+            for reader in s.readers:
+                self.morph.auto_slide(reader)
 
     def flush(self, step: _Step) -> None:
         """The bytes of the step's tokens written so far, in one data-plane call when the store takes
@@ -215,10 +204,10 @@ class DecodeStep:
         held, step.held = step.held, []
         if not held:
             return
-        if len(held) == 1 and held[0] is None:  # every sequence of the step, in order
+        n = len(step.rids)
+        if sum(n if h is None else len(h) for h in held) == n:  # every sequence of the step (each held once)
             rids, front, offsets, toks = step.rids, step.front, step.fill, step.array
         else:
-            n = len(step.rids)
             sel = np.concatenate([np.arange(n) if h is None else h for h in held]) if len(held) > 1 else held[0]
             rids, front, offsets, toks = step.rids[sel], step.front[sel], step.fill[sel], step.array[sel]
         slots, depths = self.tips.slot[rids], front // self.C
@@ -255,6 +244,21 @@ class _Step:
         words = tokens if isinstance(tokens, array) and tokens.typecode == "Q" else array("Q", tokens)
         self.array = np.frombuffer(words, dtype=np.uint64)
         self.held: list[np.ndarray | None] = []  # the sequences whose bytes are decided, not yet written (None: all)
+
+
+class _Sealing:
+    """The sealing sequences of a step (their positions ``seals``, as an array ``at``), their readers,
+    last tokens, reader ids, pages and records, and the rows of their tokens once hashed."""
+
+    __slots__ = ("seals", "at", "readers", "tokens", "rids", "pids", "recs", "rows")
+
+    def __init__(self, step: _Step, seals: list[int], tips: Tips) -> None:
+        self.seals, self.at = seals, np.array(seals, dtype=np.int64)
+        self.readers, self.tokens = _pick(step.readers, seals), _pick(step.tokens, seals)
+        self.rids = step.rids[self.at]
+        self.pids = tips.page[self.rids]
+        self.recs: list[PageRecord] = tips.record[self.rids].tolist()
+        self.rows: np.ndarray | None = None
 
 
 class _OpenRefused(MorphcacheError):

@@ -28,7 +28,7 @@ import numpy as np
 
 from .chainhash import chain_hashes
 from .config import RuntimeConfig
-from .errors import BadInputError
+from .errors import BadInputError, MorphcacheError
 from .index import ROOT_HASH, PrefixIndex, chain_hash
 from .morphology import Morphology
 from .pages import PageDirectory, PageRecord
@@ -106,6 +106,24 @@ class PageWriter:
         pipe.commit()
         (after or self.written)(pending)
 
+    def attempt(self, part: Callable[[], Any]) -> bool:
+        """Run ``part`` inside the current transaction as a part that stands or falls alone: on a
+        MorphcacheError what it did is undone (its spec events and the undo actions it registered) and
+        False returned; the rest of the transaction stands."""
+        pipe, undo = self.pipe, self._undo
+        mark = len(undo)
+        sp = pipe.begin()
+        try:
+            part()
+        except MorphcacheError:
+            pipe.rollback(sp)
+            for fn in reversed(undo[mark:]):
+                fn()
+            del undo[mark:]
+            return False
+        pipe.commit()
+        return True
+
     def events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
                 pending: list[Pending]) -> None:
         """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction)."""
@@ -155,7 +173,7 @@ class PageWriter:
         rows = np.frombuffer(array("Q", flat), dtype=np.uint64).reshape(len(recs), self.C)
         for rec, h in zip(recs, chain_hashes([rec.parent_hash for rec in recs], rows), strict=True):
             rec.hash = h
-        self.undo(lambda: _unhash(recs))
+            self.undo(_setter(rec, "hash", None))
         return rows
 
     def open(self, reader: ReaderRecord) -> int:
@@ -274,11 +292,6 @@ def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
 
 def _none(_: object) -> None:
     return None
-
-
-def _unhash(recs: list[PageRecord]) -> None:
-    for rec in recs:
-        rec.hash = None
 
 
 _PID = attrgetter("pid")
