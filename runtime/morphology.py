@@ -123,8 +123,8 @@ class Morphology:
             if fired.all():
                 return [] if missed else pids
             return [pid for pid, ok in zip(pids, fired.tolist(), strict=True) if ok != missed]
-        propose = pipe.propose
-        return [pid for pid in pids if propose(event, None, pid) != missed]
+        propose = pipe.proposer(event)
+        return [pid for pid in pids if propose(None, pid) != missed]
 
     def _stale_index(self, pid: int) -> bool:
         cols = self.store.cols
@@ -163,11 +163,11 @@ class Morphology:
             reader.slide_next += int(live[0]) if len(live) else len(rest)
         if len(block) - 1 - reader.slide_next >= pipeline.VECTOR_FROM:  # many windows behind: a batch first
             slid += self._slide_batch(reader)
-        window, live_code = store.cols[WINDOW], self._live
+        window, live_code, propose = store.cols[WINDOW], self._live, pipe.proposer("slide")
         while reader.slide_next < len(block) - 1:
             pid = block[reader.slide_next]
             if window[pid] == live_code:
-                if not pipe.propose("slide", None, pid):
+                if not propose(None, pid):
                     break
                 slid += 1
             reader.slide_next += 1
