@@ -64,21 +64,23 @@ class DecodeStep:
         self.C = c = config.page_size
         self.kinds = np.full(max(c, 1), _PLAIN, dtype=np.int8)  # by fill: opens at 0, seals at C-1
         self.kinds[0], self.kinds[-1] = _OPENS, _SEALS
+        self._ensured: np.ndarray | None = None  # the last step's reader ids (tip rows made for them)
 
     def run(self, readers: list[ReaderRecord], tokens: Sequence[int]) -> list[int]:
         """Write ``tokens[i]`` at the frontier of ``readers[i]`` (distinct readers) by kind; returns the
         indices of the sequences left to append one by one."""
         n, c = len(readers), self.C
-        rids = getattr(readers, "rids", None)
-        if rids is None:
-            rids = np.fromiter(map(_RID, readers), dtype=np.int64, count=n)
+        known = getattr(readers, "rids", None)
+        rids: np.ndarray = np.fromiter(map(_RID, readers), dtype=np.int64, count=n) if known is None else known
         front = self.store.rvecs[FRONTIER][rids]
         limit = self.config.max_sequence_tokens
         room = None if not n or int(front.max()) < limit else front < limit  # None: room for every one
         later: list[int] = [] if room is None else np.flatnonzero(~room).tolist()
         if c <= 1:  # every token opens and seals its page
             return sorted(later + (list(range(n)) if room is None else np.flatnonzero(room).tolist()))
-        self.tips.ensure(int(rids.max()))
+        if rids is not self._ensured:  # the same readers as a step before: their tip rows exist
+            self.tips.ensure(int(rids.max()))
+            self._ensured = rids
         fill = front % c
         kind = self.kinds[fill]
         plain = kind == _PLAIN
@@ -133,7 +135,7 @@ class DecodeStep:
         whole = not k and len(idx) == len(rids)  # every sequence, in order
         who = rids if whole else rids[every]
         opened: list[PageRecord] = []
-        decided: list[np.ndarray] = []
+        decided: list[Any] = []
         sealing = [_Sealing(step, seals, tips)] if seals else []
         refused: list[int] = []
 
@@ -144,16 +146,17 @@ class DecodeStep:
                 deque(map(writer.link, openers, opened), maxlen=0)
             pids = tips.page[who]
             fired = self.pipe.fire_batch("append", who, pids, atomic=False, distinct=True)
-            if k and not fired[len(idx):].all():
+            every_fired = bool(fired.all())
+            if k and not every_fired and not fired[len(idx):].all():
                 raise _OpenRefused("an opening sequence's first token was refused")
-            decided.extend((pids, fired))
+            decided.extend((pids, fired, every_fired))
             if sealing and not writer.attempt(lambda: self.seal_events(sealing[0])):
                 refused.extend(sealing.pop().seals)
 
         def after(pending: list[Pending]) -> None:
-            pids, fired = decided
+            pids, fired, every_fired = decided
             which, sel = every, who
-            if not fired.all():  # plain appends the spec refused: left to the one-by-one path
+            if not every_fired:  # plain appends the spec refused: left to the one-by-one path
                 refused.extend(every[~fired].tolist())
                 which, pids, sel = every[fired], pids[fired], who[fired]
             seam = self.seam
