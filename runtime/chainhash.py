@@ -111,3 +111,9 @@ def chain_hash(parent: int, tokens: Sequence[int]) -> int:
     """The chain hash of a page holding ``tokens`` after a page with hash ``parent`` (what
     ``chain_keys`` gives that page)."""
     return (K * parent + page_digest(tokens)) & MASK
+
+
+def chain_hashes(parents: Sequence[int], rows: np.ndarray) -> list[int]:
+    """``chain_hash`` of many pages at once: page ``i`` holds row ``i`` of ``rows`` (pages x C tokens,
+    uint64) after a page with hash ``parents[i]`` (one matrix-vector product for the digests)."""
+    return [(K * parent + d) & MASK for parent, d in zip(parents, page_digests(rows).tolist(), strict=True)]

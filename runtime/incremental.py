@@ -16,7 +16,12 @@ After each firing the pipeline calls ``after``; what the event wrote decides wha
 
 and of those pages only the failing ones when the event keeps every true body true (``keep_all``,
 proved pointwise with Z3 by preserve.py), or the failing ones and its own page when it keeps every
-other page's (``keep_other``).
+other page's (``keep_other``).  After one firing, the page it wrote that an event not proved to
+keep it may have changed is *pending* for its reader: evaluated when the value is next asked (an
+``open`` puts its page at the frontier, so the page fails until the reader's next ``append``; asked
+at the reader's next ``open``, it is evaluated once, not twice)::
+
+    pending[r] = {q : body(r, q) not evaluated since an event wrote it}     (fails[r] exact elsewhere)
 
 A rollback (journal restore, no events) forgets everything tracked.  ``check_integrity`` compares
 every tracked value with a fresh evaluation.  This module is longer than most: the upkeep after a
@@ -69,7 +74,8 @@ class Tracked:
             else:
                 self.other_reads.add(n.name)
         self.fails: dict[int, dict[int, None]] = {}
-        self.failing: set[int] = set()  # readers whose value is False (a non-empty fails entry)
+        self.failing: set[int] = set()  # readers with a non-empty fails entry
+        self.pending: dict[int, dict[int, None]] = {}  # reader -> pages evaluated when its value is asked
 
 
 class Incremental:
@@ -86,6 +92,7 @@ class Incremental:
         self.actions: dict[str, list[tuple[Tracked, str, bool, bool]]] = {
             name: [(self.tracked[t], kind, all_, other) for t, kind, all_, other in acts]
             for name, acts in kinds.items()}
+        self._mark = np.zeros(64, dtype=bool)  # reader-indexed scratch of ``_firings_of`` (False between calls)
 
     def _actions(self, ev: CompiledEvent) -> list[tuple[str, str, bool, bool]]:
         """``(tracked, what, keep_all, keep_other)`` for each tracked reduction ``ev`` can change: what it
@@ -119,10 +126,13 @@ class Incremental:
             return np.fromiter((self.value(name, int(x)) for x in rid.tolist()), dtype=bool, count=len(rid))
         fails = t.fails.get(rid)
         if fails is None:
+            t.pending.pop(rid, None)
             fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, self.store.pages_array(t.domain_vars,
                                                                                                     rid)))
             if fails:
                 t.failing.add(rid)
+        elif rid in t.pending:
+            self._recheck_many(t, rid, list(t.pending.pop(rid)))
         return not fails
 
     def direct(self, name: str, rid: Any) -> Any:
@@ -213,11 +223,7 @@ class Incremental:
             ps = p.tolist() if isinstance(p, np.ndarray) else ([] if p is None else [p])
         by_reader: dict[Any, list[int]]
         if keep:  # true bodies stay true: only the failing readers' firings are looked at (a decode step)
-            by_reader = {}
-            for rid in set().union(*(act[0].failing for act in actions)):
-                hit = r == rid
-                if hit.any():
-                    by_reader[rid] = p[hit].tolist()
+            by_reader = self._firings_of(set().union(*(act[0].failing for act in actions)), r, p)
         elif isinstance(r, np.ndarray):
             by_reader = {}
             for rid, pid in zip(r.tolist(), ps, strict=True):
@@ -228,8 +234,7 @@ class Incremental:
             if not t.fails:
                 continue
             if kind == "all":
-                t.fails.clear()
-                t.failing.clear()
+                self._forget(t)
                 continue
             if keep_all:  # true bodies stay true: only pages already failing can change
                 self._recheck_failing(t, kind, by_reader, ps)
@@ -245,13 +250,34 @@ class Incremental:
             for rid, pids in todo.items():
                 if kind == "reader":
                     if not keep_other:
-                        del t.fails[rid]
-                        t.failing.discard(rid)
+                        self._forget(t, rid)
                         continue
                     pids = list(dict.fromkeys(list(t.fails[rid]) + pids))
                 if pids:
                     self._recheck_many(t, rid, pids)
         self.names["r"], self.names["p"] = saved_r, saved_p
+
+    def _firings_of(self, rids: set[int], r: np.ndarray, p: np.ndarray) -> dict[int, list[int]]:
+        """The pages each of ``rids`` fired on in the batch of readers ``r`` on pages ``p``: a few readers
+        compared one at a time, more marked in a reader-indexed mask read once at the batch's readers."""
+        out: dict[int, list[int]] = {}
+        if len(rids) <= 1:
+            for rid in rids:
+                hit = r == rid
+                if hit.any():
+                    out[rid] = p[hit].tolist()
+            return out
+        want = np.fromiter(rids, dtype=np.int64, count=len(rids))
+        size = max(int(want.max()), int(r.max())) + 1
+        if len(self._mark) < size:
+            self._mark = np.zeros(max(size, 2 * len(self._mark)), dtype=bool)
+        mark = self._mark
+        mark[want] = True
+        at = np.flatnonzero(mark[r])
+        mark[want] = False
+        for rid, pid in zip(r[at].tolist(), p[at].tolist(), strict=True):
+            out.setdefault(rid, []).append(pid)
+        return out
 
     def _after_one(self, actions: list[tuple[Tracked, str, bool, bool]], r: int | None, p: int) -> None:
         """``after`` for one firing (reader ``r``, page ``p``): the same rechecks, page by page, each
@@ -264,8 +290,7 @@ class Incremental:
             if not fails:
                 continue
             if kind == "all":
-                fails.clear()
-                t.failing.clear()
+                self._forget(t)
                 continue
             if keep_all:  # true bodies stay true: only pages already failing can change
                 failing = t.failing
@@ -280,20 +305,20 @@ class Incremental:
                     elif p in fails[r]:  # type: ignore[index]
                         self._recheck_once(t, r, p, done)  # type: ignore[arg-type]
                 continue
-            if kind == "page":
+            if kind == "page":  # evaluated when the holder's value is next asked
+                pending = t.pending
                 for holder in self.store.readers_at(t.domain_vars, p):
                     if holder in fails:
-                        self._recheck_once(t, holder, p, done)
+                        pending.setdefault(holder, {})[p] = None
             elif r in fails:
                 assert r is not None
                 if kind == "reader":
                     if not keep_other:
-                        del fails[r]
-                        t.failing.discard(r)
+                        self._forget(t, r)
                         continue
                     self._recheck_many(t, r, list(dict.fromkeys([*fails[r], p])))
                 else:
-                    self._recheck_once(t, r, p, done)
+                    t.pending.setdefault(r, {})[p] = None
         n["r"], n["p"] = saved_r, saved_p
 
     def _recheck_once(self, t: Tracked, rid: int, p: int, done: list[tuple[str, int]]) -> None:
@@ -319,22 +344,35 @@ class Incremental:
             if pids:
                 self._recheck_many(t, rid, pids)
 
+    @staticmethod
+    def _forget(t: Tracked, rid: int | None = None) -> None:
+        """Drop what ``t`` tracks for reader ``rid`` (None: for every reader): evaluated afresh when asked."""
+        if rid is None:
+            t.fails.clear()
+            t.failing.clear()
+            t.pending.clear()
+        else:
+            t.fails.pop(rid, None)
+            t.failing.discard(rid)
+            t.pending.pop(rid, None)
+
     def forget_all(self) -> None:
         """Drop every tracked value (after a rollback restored values without events)."""
         for t in self.tracked.values():
-            t.fails.clear()
-            t.failing.clear()
+            self._forget(t)
 
     def forget_reader(self, rid: int) -> None:
         """Drop what is tracked for a retired reader (its id may be reused)."""
         for t in self.tracked.values():
-            t.fails.pop(rid, None)
-            t.failing.discard(rid)
+            self._forget(t, rid)
 
     def stale(self) -> list[str]:
-        """Tracked values that disagree with a fresh evaluation (for check_integrity)."""
+        """Tracked values that disagree with a fresh evaluation (for check_integrity), the pending pages
+        evaluated first (as an ask would)."""
         out = []
         for t in self.tracked.values():
+            for rid in list(t.pending):
+                self._recheck_many(t, rid, list(t.pending.pop(rid)))
             for rid, fails in list(t.fails.items()):
                 fresh = {q for q in self._domain(t, rid) if not self._holds(t, rid, q)}
                 if fresh != set(fails):

@@ -128,8 +128,9 @@ class SealedRows:
         cls[-1], pcls[-1] = NO_CLASS, NO_CLASS - 1
         self.rows, self.cls, self.pcls = rows, cls, pcls
 
-    def seal(self, pid: int, parent: int, tokens: Sequence[int]) -> int:
-        """Keep the tokens of sealed page ``pid`` (after page ``parent``, -1 at depth 0); its class."""
+    def seal(self, pid: int, parent: int, tokens: Sequence[int] | np.ndarray) -> int:
+        """Keep the tokens of sealed page ``pid`` (after page ``parent``, -1 at depth 0; a list or a uint64
+        row); its class."""
         self._ensure(pid)
         row = self.rows[pid]
         row[:] = tokens
@@ -222,7 +223,7 @@ class PrefixIndex:
         """Forget ``pid`` as a continuation."""
         self.kids.remove(parent_hash, pid)
 
-    def seal(self, pid: int, parent: int, tokens: Sequence[int]) -> None:
+    def seal(self, pid: int, parent: int, tokens: Sequence[int] | np.ndarray) -> None:
         """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not)."""
         self.sealed.seal(pid, parent, tokens)
 

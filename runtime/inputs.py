@@ -45,15 +45,16 @@ def check_tokens(tokens: object, what: str = "tokens") -> Sequence[int]:
     raise BadInputError(f"{what} cannot be read as 64-bit token ids")
 
 
-def one_token_each(seq_ids: list[Any], tokens: list[Any]) -> list[int] | None:
-    """The token of each of ``tokens`` when every one is a list of exactly one integer in [0, 2**64) and
-    every sequence id a non-empty str (a decode step), checked in a few passes that run in C (the
-    array conversion checks the integers as ``check_tokens`` does); None when any is otherwise (then
-    check each with ``check_seq_id`` and ``check_tokens``)."""
-    if not tokens or set(map(type, tokens)) != {list} or set(map(type, seq_ids)) != {str} or "" in seq_ids:
+def one_token_each(seq_ids: list[Any], tokens: list[Any]) -> array[int] | None:
+    """The token of each of ``tokens`` (an unsigned 64-bit array) when every one is a list of exactly one
+    integer in [0, 2**64) and every sequence id a non-empty str (a decode step), checked in a few passes
+    that run in C (the array conversion checks the integers as ``check_tokens`` does); None when any is
+    otherwise (then check each with ``check_seq_id`` and ``check_tokens``)."""
+    n, count = len(tokens), operator.countOf
+    if not n or count(map(type, tokens), list) != n or count(map(type, seq_ids), str) != len(seq_ids) or "" in seq_ids:
         return None
     try:
-        return array("Q", [t for (t,) in tokens]).tolist()
+        return array("Q", [t for (t,) in tokens])
     except (TypeError, ValueError, OverflowError):
         return None
 

@@ -41,6 +41,7 @@ class Morphology:
         self._none = codes[COMPRESSED]["none"]
         self._live = codes[WINDOW]["live"]
         self._pooled = codes[POOL]["pooled"]
+        self._built = codes["indexer"]["built"]
         self.pooled: dict[int, None] = {}  # pages in the reuse pool, in admission order
         pipe.watch(POOL, self._pool_changed)
 
@@ -104,7 +105,7 @@ class Morphology:
         self._propose("finish_compress", pids)
         self._propose("build_index", [pid for pid in pids if self._stale_index(pid)])
         if self.config.auto_admit:
-            pool = self.store.vecs[POOL]
+            pool = self.store.cols[POOL]
             for pid in self._propose("admit", [pid for pid in pids if pool[pid] != self._pooled], missed=True):
                 self.admit(pid)  # refused as it stood: the pool may be full (evict the policy's victim first)
         if self.config.release_tails:
@@ -122,13 +123,12 @@ class Morphology:
             if fired.all():
                 return [] if missed else pids
             return [pid for pid, ok in zip(pids, fired.tolist(), strict=True) if ok != missed]
-        propose = pipe.propose
-        return [pid for pid in pids if propose(event, None, pid) != missed]
+        propose = pipe.proposer(event)
+        return [pid for pid in pids if propose(None, pid) != missed]
 
     def _stale_index(self, pid: int) -> bool:
-        store = self.store
-        return store.page("indexer", pid) != self.pipe.cspec.codes["indexer"]["built"] or \
-            store.page("igen", pid) != store.page("cgen", pid)
+        cols = self.store.cols
+        return cols["indexer"][pid] != self._built or cols["igen"][pid] != cols["cgen"][pid]
 
     def admit(self, pid: int) -> bool:
         """Propose the page for the reuse pool; when the pool is full, evict the policy's victim and
@@ -163,10 +163,11 @@ class Morphology:
             reader.slide_next += int(live[0]) if len(live) else len(rest)
         if len(block) - 1 - reader.slide_next >= pipeline.VECTOR_FROM:  # many windows behind: a batch first
             slid += self._slide_batch(reader)
+        window, live_code, propose = store.cols[WINDOW], self._live, pipe.proposer("slide")
         while reader.slide_next < len(block) - 1:
             pid = block[reader.slide_next]
-            if store.page(WINDOW, pid) == self._live:
-                if not pipe.propose("slide", None, pid):
+            if window[pid] == live_code:
+                if not propose(None, pid):
                     break
                 slid += 1
             reader.slide_next += 1

@@ -19,14 +19,16 @@ undo action is registered for each), so a refusal leaves everything as it was.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from .chainhash import chain_hashes
 from .config import RuntimeConfig
-from .errors import BadInputError
+from .errors import BadInputError, MorphcacheError
 from .index import ROOT_HASH, PrefixIndex, chain_hash
 from .morphology import Morphology
 from .pages import PageDirectory, PageRecord
@@ -104,6 +106,24 @@ class PageWriter:
         pipe.commit()
         (after or self.written)(pending)
 
+    def attempt(self, part: Callable[[], Any]) -> bool:
+        """Run ``part`` inside the current transaction as a part that stands or falls alone: on a
+        MorphcacheError what it did is undone (its spec events and the undo actions it registered) and
+        False returned; the rest of the transaction stands."""
+        pipe, undo = self.pipe, self._undo
+        mark = len(undo)
+        sp = pipe.begin()
+        try:
+            part()
+        except MorphcacheError:
+            pipe.rollback(sp)
+            for fn in reversed(undo[mark:]):
+                fn()
+            del undo[mark:]
+            return False
+        pipe.commit()
+        return True
+
     def events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
                 pending: list[Pending]) -> None:
         """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction)."""
@@ -142,6 +162,19 @@ class PageWriter:
         """Set the chain hash of ``rec``, sealed by its last tokens ``chunk`` (inside a transaction)."""
         rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
         self.undo(_setter(rec, "hash", None))
+
+    def seal_hashes(self, recs: list[PageRecord], last: Sequence[int]) -> np.ndarray:
+        """``seal_hash`` for many pages, each sealed by one last token (``last[i]`` for ``recs[i]``, a decode
+        step's): one digest over their rows (inside a transaction).  Returns the rows (pages x C tokens)."""
+        flat: list[int] = []
+        for rec, token in zip(recs, last, strict=True):
+            flat += rec.tokens
+            flat.append(token)
+        rows = np.frombuffer(array("Q", flat), dtype=np.uint64).reshape(len(recs), self.C)
+        for rec, h in zip(recs, chain_hashes([rec.parent_hash for rec in recs], rows), strict=True):
+            rec.hash = h
+            self.undo(_setter(rec, "hash", None))
+        return rows
 
     def open(self, reader: ReaderRecord) -> int:
         """Take a fresh page id and GPU slot for the reader's next block and fire ``open``."""
@@ -231,11 +264,12 @@ class PageWriter:
         for rec, fill, toks, _ in pending:
             write(rec.gpu_slot, rec.depth, fill, toks)
 
-    def sealed_many(self, recs: list[PageRecord]) -> None:
+    def sealed_many(self, recs: list[PageRecord], rows: np.ndarray | None = None) -> None:
         """Pages that took their last token (committed): their hashes into the index, then their
-        morphology proposed, each proposal one batch over them (``Morphology.maintain_many``)."""
-        for rec in recs:
-            self._index_sealed(rec)
+        morphology proposed, each proposal one batch over them (``Morphology.maintain_many``).
+        ``rows``: their tokens as a (pages x C) array, when the caller has one."""
+        for i, rec in enumerate(recs):
+            self._index_sealed(rec, None if rows is None else rows[i])
         pids = list(map(_PID, recs))
         if self.config.auto_compress:
             self.morph.maintain_many(pids)
@@ -243,11 +277,11 @@ class PageWriter:
             for pid in pids:
                 self.morph.admit(pid)
 
-    def _index_sealed(self, rec: PageRecord) -> None:
+    def _index_sealed(self, rec: PageRecord, row: np.ndarray | None = None) -> None:
         assert rec.hash is not None
         rec.meta.hash = rec.hash
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
-        self.index.seal(rec.pid, rec.parent, rec.tokens)
+        self.index.seal(rec.pid, rec.parent, rec.tokens if row is None else row)
         self.index.add_sealed(rec.hash, rec.pid)
         self.seam.updated(rec)
 

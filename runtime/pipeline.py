@@ -194,6 +194,11 @@ class Pipeline:
         """``fire(name, r, p)`` if ``allowed(name, r, p)``, in one pass (the event's generated plan on the
         fast path): True if it fired; False, nothing changed and no refusal counted, if its source state
         or guard refuses.  The runtime's own proposals (compress, admit, slide) go this way."""
+        return self.proposer(name)(r, p)
+
+    def proposer(self, name: str) -> Callable[[Any, Any], bool]:
+        """``propose`` for event ``name`` as one callable of ``(r, p)`` (for a caller proposing it many
+        times)."""
         plan = self._propose_plans.get(name)
         if plan is None:
             ev = self.cspec.events.get(name)
@@ -202,7 +207,7 @@ class Pipeline:
             built: Any = build_fire(self, self._context, ev, propose=True) if self.fast else None
             plan = self._propose_plans[name] = built or (lambda r, p: self.allowed(name, r, p)
                                                          and self._fired(name, r, p))
-        return plan(r, p)
+        return plan
 
     def _fired(self, name: str, r: int | None, p: int | None) -> bool:
         self.fire(name, r, p)

@@ -128,7 +128,7 @@ class Sequences:
         return self.frontier(reader)
 
     def append_many(self, readers: list[ReaderRecord], tokens: list[Sequence[int]],
-                    single: list[int] | None = None) -> list[MorphcacheError]:
+                    single: Sequence[int] | None = None) -> list[MorphcacheError]:
         """``append`` for each of many distinct sequences: a decode step.  Single tokens are written by
         kind, each kind in one transaction of batched events: those that neither open nor seal a page
         (one vector batch of ``append``, each firing on its own), those that open one (``open`` then

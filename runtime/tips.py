@@ -1,13 +1,13 @@
-"""The page each reader is writing: the last page of its block table, its GPU slot and its record, in
-reader-indexed columns, so that a decode step reads them for every sequence with one array index
-instead of a pass over the readers' block tables and the page records.
+"""The page each reader is writing: the last page of its block table, its GPU slot, its record and the
+record's token list, in reader-indexed columns, so that a decode step reads them for every sequence
+with one array index instead of a pass over the readers' block tables and the page records.
 
 ::
 
-    reader     block table        page   slot   record
-    #0         [7, 12, 31]        31     5      PageRecord 31
-    #1         []                 -1     -1     None
-    #2         [7, 40]            40     9      PageRecord 40
+    reader     block table        page   slot   record           tokens
+    #0         [7, 12, 31]        31     5      PageRecord 31    PageRecord 31's list
+    #1         []                 -1     -1     None             None
+    #2         [7, 40]            40     9      PageRecord 40    PageRecord 40's list
 
 Kept by whoever changes a block table (``PageWriter.link``, whose undo points the tip back at the
 page before, ``Sequences.attach`` and ``free``), so a transaction rolled back restores it.  The slot
@@ -26,12 +26,14 @@ from .pages import PageRecord
 
 
 class Tips:
-    """``page``, ``slot`` and ``record`` of every reader's last block (-1, -1, None: an empty table)."""
+    """``page``, ``slot``, ``record`` and ``tokens`` of every reader's last block (-1, -1, None, None: an
+    empty table)."""
 
     def __init__(self, capacity: int = 16) -> None:
         self.page = np.full(capacity, -1, dtype=np.int64)
         self.slot = np.full(capacity, -1, dtype=np.int64)
         self.record = np.full(capacity, None, dtype=object)
+        self.tokens = np.full(capacity, None, dtype=object)  # the record's token list (the same object)
 
     def ensure(self, rid: int) -> None:
         """Rows for reader ids up to ``rid``."""
@@ -42,17 +44,18 @@ class Tips:
         page = np.full(new, -1, dtype=np.int64)
         slot = np.full(new, -1, dtype=np.int64)
         record = np.full(new, None, dtype=object)
-        page[:size], slot[:size], record[:size] = self.page, self.slot, self.record
-        self.page, self.slot, self.record = page, slot, record
+        tokens = np.full(new, None, dtype=object)
+        page[:size], slot[:size], record[:size], tokens[:size] = self.page, self.slot, self.record, self.tokens
+        self.page, self.slot, self.record, self.tokens = page, slot, record, tokens
 
     def set(self, rid: int, rec: PageRecord | None) -> Callable[[], None]:
         """Reader ``rid``'s block table now ends with ``rec`` (None: it is empty); returns what undoes it."""
         self.ensure(rid)
-        old = (int(self.page[rid]), int(self.slot[rid]), self.record[rid])
+        old = (int(self.page[rid]), int(self.slot[rid]), self.record[rid], self.tokens[rid])
         self.point(rid, rec)
 
         def undo() -> None:
-            self.page[rid], self.slot[rid], self.record[rid] = old
+            self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = old
 
         return undo
 
@@ -60,9 +63,9 @@ class Tips:
         """``set`` without its undo (for a caller whose own undo points the tip back)."""
         self.ensure(rid)
         if rec is None:
-            self.page[rid], self.slot[rid], self.record[rid] = -1, -1, None
+            self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = -1, -1, None, None
         else:
-            self.page[rid], self.slot[rid], self.record[rid] = rec.pid, rec.gpu_slot, rec
+            self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = rec.pid, rec.gpu_slot, rec, rec.tokens
 
     def mismatches(self, tables: dict[int, list[int]], slot_of: Callable[[int], int]) -> list[str]:
         """What disagrees with the block tables ``tables`` (reader id -> its pages) and, for a last page
@@ -73,6 +76,9 @@ class Tips:
             have = int(self.page[rid]) if rid < len(self.page) else -1
             if have != want:
                 out.append(f"reader #{rid}: last block {want}, tip column {have}")
+            elif want >= 0 and (self.record[rid] is None or self.record[rid].pid != want
+                                or self.tokens[rid] is not self.record[rid].tokens):
+                out.append(f"reader #{rid}: last block {want}, its record or token list not in the tip columns")
             elif want >= 0:
                 slot = slot_of(want)
                 if slot >= 0 and slot != int(self.slot[rid]):

@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_helpers import digest, toks
+from rt_helpers import digest, spec_variant, toks
 from test_runtime_conformance import check_all
 
 from morphcache.runtime import CacheManager, MorphcacheError, Ready
@@ -18,6 +19,8 @@ from morphcache.runtime import lookup as lookup_module
 from morphcache.runtime import pipeline as pipeline_module
 
 SHARED = toks(0, 12)
+SEAL_IDLE = ("block[r, p] == 'in' and frontier[r] == depth[p] * C + fill[p] and fill[p] == C - 1 and tier[p] == 'gpu' "
+             "and graph[r] == 'idle'")
 
 
 def attached(m: CacheManager, sid: str, extra: int) -> None:
@@ -89,18 +92,22 @@ def one_by_one(m: CacheManager, batch: dict[str, list[int]]) -> tuple[str, str] 
     return next((f for f in found if f is not None), None)
 
 
-@pytest.mark.parametrize(("seed", "vector_from"), [(1, 2), (2, 2), (3, 16), (4, 2)])
+@pytest.mark.parametrize(("seed", "vector_from", "sealing_idle"), [(1, 2, False), (2, 2, False), (3, 16, False),
+                                                                  (4, 2, False), (5, 2, True)])
 def test_append_batch_matches_one_by_one(make_manager: Callable[..., CacheManager], monkeypatch: pytest.MonkeyPatch,
-                                         seed: int, vector_from: int) -> None:
+                                         tmp_path: Path, seed: int, vector_from: int, sealing_idle: bool) -> None:
     """Random decode steps over sequences at every phase of a page, some sharing a prefix, some
-    captured (their opens refused), some at their length limit, some given several tokens, some freed
-    and replaced: both managers agree after every step.  The pool admits in another order (a kind
-    refused as a whole, and longer runs, come after the batched kinds), so it is compared as a set and
-    made large enough that no admission evicts (the victim would depend on that order)."""
+    captured (their opens refused; with ``sealing_idle``, a spec whose ``seal`` also asks the reader's
+    graph idle, their seals too: the step's sealing part refused alone), some at their length limit,
+    some given several tokens, some freed and replaced: both managers agree after every step.  The pool
+    admits in another order (a kind refused as a whole, and longer runs, come after the batched kinds),
+    so it is compared as a set and made large enough that no admission evicts (the victim would depend
+    on that order)."""
     monkeypatch.setattr(pipeline_module, "VECTOR_FROM", vector_from)
     monkeypatch.setattr(lookup_module, "VECTOR_FROM", vector_from)
     opts = dict(gpu_pages=400, pool_capacity=400, host_pages=0, window=6, max_sequence_tokens=44)
-    batched, single = make_manager(disk=False, **opts), make_manager(disk=False, **opts)
+    spec = spec_variant(tmp_path, {"objects.tail.events.seal.guard": SEAL_IDLE}) if sealing_idle else None
+    batched, single = make_manager(spec, disk=False, **opts), make_manager(spec, disk=False, **opts)
     rng = random.Random(seed)
     seqs = start(batched, random.Random(seed), 14)
     start(single, random.Random(seed), 14)

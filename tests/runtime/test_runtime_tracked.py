@@ -38,3 +38,24 @@ def test_a_long_attached_prefix_tracks_what_the_closures_compute() -> None:
     m.release(res.lease)
     m.append("second", toks(10_000, 5))
     m.check_integrity()
+
+
+def test_pending_pages_are_evaluated_when_asked() -> None:
+    """An ``open`` writes its page at the reader's frontier, an event not proved to keep the tracked
+    body there: the page is pending for the reader, not evaluated; every value asked afterwards (the
+    next open's guard, or here after every step) equals a fresh evaluation, and ``check_integrity``
+    finds nothing stale."""
+    m = CacheManager(config=small_config(gpu_pages=200, pool_capacity=200, host_pages=0))
+    for i in range(6):
+        m.register(f"s{i}", toks(100 * i, 3 + 2 * i))
+    inc, readers = m.parts.pipe.names.inc, m.parts.readers
+    deferred = 0
+    for step in range(30):
+        m.append_batch({f"s{i}": [step] for i in range(6)})
+        deferred += sum(len(q) for t in inc.tracked.values() for q in t.pending.values())
+        for i in range(6):
+            rid = readers.sequence(f"s{i}").rid
+            for name in inc.tracked:
+                assert inc.value(name, rid) == inc.direct(name, rid), (step, i, name)
+        m.check_integrity()
+    assert deferred, "no page was left pending"
