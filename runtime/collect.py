@@ -14,7 +14,7 @@ is exact while copies are in flight.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from concurrent.futures import Future
 
 import numpy as np
@@ -81,7 +81,7 @@ class Collector:
         return bool(rec.children or self.busy(pid) or store.page(POOL, pid) == self._pooled
                     or store.page(PIN, pid) or store.readers_at((BLOCK,), pid))
 
-    def collect(self, pid: int, keep: frozenset[int] = frozenset()) -> None:
+    def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
         while pid >= 0 and pid not in keep and pid in self.pages:
             if self.holds(pid):

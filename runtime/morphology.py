@@ -24,6 +24,7 @@ from .config import RuntimeConfig
 from .errors import GuardRefused
 from .pages import PageDirectory
 from .pipeline import Pipeline
+from .poolbatch import admit_batch, exact_in_one_go
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
@@ -42,21 +43,31 @@ class Morphology:
         self._live = codes[WINDOW]["live"]
         self._pooled = codes[POOL]["pooled"]
         self.pooled: dict[int, None] = {}  # pages in the reuse pool, in admission order
+        self.quiet = False  # pool changes noted by the caller (``poolbatch``), in the order it chooses
+        self.batchable = exact_in_one_go(pipe.cspec)  # admissions in one go are exact (poolbatch.py)
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:
-        pids: list[int] = index.tolist() if hasattr(index, "tolist") else [index]
-        for pid in pids:
-            pooled = self.store.page(POOL, pid) == self._pooled
-            if pooled != (pid in self.pooled):
-                if pooled:
-                    self.pooled[pid] = None
-                else:
-                    self.pooled.pop(pid, None)
-                rec = self.pages.find(pid)
-                if rec is not None:
-                    rec.meta.pooled = pooled
-                    self.seam.updated(rec)
+        if self.quiet:
+            return
+        if isinstance(index, np.ndarray):
+            for pid in index.tolist():
+                self.note_pool(pid)
+        else:
+            self.note_pool(index)
+
+    def note_pool(self, pid: int) -> None:
+        """Bring the pool's bookkeeping and the page's metadata up to its ``pool`` state (the policy told)."""
+        pooled = self.store.cols[POOL][pid] == self._pooled
+        if pooled != (pid in self.pooled):
+            if pooled:
+                self.pooled[pid] = None
+            else:
+                del self.pooled[pid]
+            rec = self.pages.find(pid)
+            if rec is not None:
+                rec.meta.pooled = pooled
+                self.seam.updated(rec)
 
     # -- explicit calls ---------------------------------------------------------------------------
     def compress(self, pid: int) -> None:
@@ -105,8 +116,7 @@ class Morphology:
         self._propose("build_index", [pid for pid in pids if self._stale_index(pid)])
         if self.config.auto_admit:
             pool = self.store.vecs[POOL]
-            for pid in self._propose("admit", [pid for pid in pids if pool[pid] != self._pooled], missed=True):
-                self.admit(pid)  # refused as it stood: the pool may be full (evict the policy's victim first)
+            self.admit_many(self._propose("admit", [pid for pid in pids if pool[pid] != self._pooled], missed=True))
         if self.config.release_tails:
             self._propose("release_tail", pids)
 
@@ -151,6 +161,12 @@ class Morphology:
         pipe.commit()
         self.collector.collect(victim, keep=frozenset({pid}))
         return True
+
+    def admit_many(self, pids: list[int]) -> None:
+        """``admit`` each of ``pids`` (sealed, distinct, refused as they stood: the pool may be full), in
+        order: in one go where that is exactly the same (``poolbatch.admit_batch``)."""
+        for pid in pids[admit_batch(self, pids):]:
+            self.admit(pid)
 
     def auto_slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for the reader's oldest live windows until the spec refuses one."""

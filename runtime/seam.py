@@ -24,7 +24,7 @@ import numpy as np
 
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
-from .policy import EvictionPolicy
+from .policy import DECISIONS, EvictionPolicy
 
 
 class PolicySeam:
@@ -113,17 +113,17 @@ class PolicySeam:
         and the policy's proposals have no side effect (``pure_proposals``); None otherwise (then
         nothing was counted or reported: the caller chooses one at a time).  The caller counts them
         with ``accepted`` once it moved them."""
-        if not self.policy.pure_proposals or decision not in ("gpu", "host", "disk"):
+        if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
-        tier = decision
+        pool, tier = decision == "pool", decision
         find, allowed, busy, first, rest = self.pages.find, self.pipe.allowed, self.busy, events[0], events[1:]
         out: list[int] = []
         for pid in self.policy.propose(decision):
             if len(out) == k:
                 break
             rec = find(pid)
-            if rec is None or rec.meta.tier != tier or pid in protect or busy(pid) or \
-                    not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
+            if rec is None or (not rec.meta.pooled if pool else rec.meta.tier != tier) or pid in protect or \
+                    busy(pid) or not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 return None  # ``choose`` would refuse it: counted and reported there
             out.append(pid)
         return out if len(out) == k else None
