@@ -95,6 +95,17 @@ class Collector:
             parent = self.forgotten(pid)
             pid = parent
 
+    def collect_in_turn(self, pids: list[int], keeps: list[int]) -> None:
+        """``collect(pids[i], keep={keeps[i], *pids[i + 1:]})`` for each i in order (a pool's victims
+        evicted in one go, each kept from the collections before its own, ``keeps`` the pages admitted
+        for them, none of them among ``pids``)."""
+        later = set(pids)
+        for pid, keep in zip(pids, keeps, strict=True):
+            later.discard(pid)
+            later.add(keep)
+            self.collect(pid, keep=later)
+            later.discard(keep)
+
     def collect_many(self, pids: np.ndarray) -> None:
         """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds."""
         store = self.store

@@ -48,26 +48,29 @@ class Morphology:
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:
-        if self.quiet:
-            return
-        if isinstance(index, np.ndarray):
-            for pid in index.tolist():
-                self.note_pool(pid)
-        else:
-            self.note_pool(index)
+        if not self.quiet:
+            self.note_pool(index.tolist() if isinstance(index, np.ndarray) else (index,))
 
-    def note_pool(self, pid: int) -> None:
-        """Bring the pool's bookkeeping and the page's metadata up to its ``pool`` state (the policy told)."""
-        pooled = self.store.cols[POOL][pid] == self._pooled
-        if pooled != (pid in self.pooled):
-            if pooled:
-                self.pooled[pid] = None
-            else:
-                del self.pooled[pid]
-            rec = self.pages.find(pid)
-            if rec is not None:
-                rec.meta.pooled = pooled
-                self.seam.updated(rec)
+    def note_pool(self, pids: list[int] | tuple[int, ...]) -> None:
+        """Bring the pool's bookkeeping and the pages' metadata up to their ``pool`` state, in order (the
+        policy told of each in that order)."""
+        col, code, pooled, find = self.store.cols[POOL], self._pooled, self.pooled, self.pages.find
+        changed = []
+        for pid in pids:
+            now = col[pid] == code
+            if now != (pid in pooled):
+                if now:
+                    pooled[pid] = None
+                else:
+                    del pooled[pid]
+                rec = find(pid)
+                if rec is not None:
+                    rec.meta.pooled = now
+                    changed.append(rec)
+        if len(changed) == 1:
+            self.seam.updated(changed[0])
+        elif changed:
+            self.seam.updated_many(changed)
 
     # -- explicit calls ---------------------------------------------------------------------------
     def compress(self, pid: int) -> None:

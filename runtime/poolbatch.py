@@ -121,16 +121,7 @@ def admit_batch(morph: Morphology, pids: list[int]) -> int:
         return 0
     finally:
         morph.quiet = False
-    note = morph.note_pool
-    for victim, pid in zip(victims, pids, strict=True):
-        note(victim)
-        note(pid)
+    morph.note_pool([page for pair in zip(victims, pids, strict=True) for page in pair])
     seam.accepted("pool", k)
-    later = set(victims)  # one at a time, the victims not yet evicted are pooled: the collection stops there
-    collect = morph.collector.collect
-    for victim, pid in zip(victims, pids, strict=True):
-        later.discard(victim)
-        later.add(pid)
-        collect(victim, keep=later)
-        later.discard(pid)
+    morph.collector.collect_in_turn(victims, pids)  # one at a time, the victims not yet evicted are pooled
     return k

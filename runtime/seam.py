@@ -74,6 +74,10 @@ class PolicySeam:
         """Something other than the tier changed in the page's metadata."""
         self.policy.on_update(rec.meta)
 
+    def updated_many(self, recs: Sequence[PageRecord]) -> None:
+        """``updated`` for each of ``recs``, in order."""
+        self.policy.on_update_many([rec.meta for rec in recs])
+
     def holders(self, pids: Sequence[int] | np.ndarray, delta: int, listed: list[int] | None = None) -> None:
         """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids; a list
         or an int64 array, ``listed`` the same as a list when the caller has one)."""

@@ -76,6 +76,39 @@ def test_admission_in_one_go_is_admission_one_at_a_time(tmp_path: Path, monkeypa
         m.close()
 
 
+def big_writes(twin: Twins, rng: random.Random, i: int, seqs: list[str]) -> None:
+    """A sequence registered with 16 to 30 pages (prefixes shared with earlier ones), or extended."""
+    if seqs and rng.random() < 0.3:
+        sid = rng.choice(seqs)
+        new = [rng.randrange(50) for _ in range(rng.randrange(64, 120))]
+        twin.do(lambda m, _: m.append(sid, new))
+        return
+    sid = f"w{i}"
+    head = toks(1000 * rng.randrange(1, 4), rng.randrange(8, 40)) + toks(10_000 * (i + 1), rng.randrange(64, 120))
+    twin.do(lambda m, _: m.register(sid, head))
+    seqs.append(sid)
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_many_victims_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Writes of many pages against a full pool (the evictions one vector batch; victims whose
+    collection forgets their ancestors too) against one page at a time."""
+    done = counting(monkeypatch)
+    ms, twin = twins(tmp_path, gpu_pages=160, host_pages=32, pool_capacity=40)
+    rng = random.Random(seed)
+    seqs: list[str] = []
+    for i in range(24):
+        big_writes(twin, rng, i, seqs)
+        assert policy_state(ms[0]) == policy_state(ms[1])
+        if len(seqs) > 2:
+            sid = seqs.pop(0)
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    assert max(done) >= 16, "no vector batch of evictions"
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
 def test_a_refused_batch_leaves_it_to_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A spec whose admission refuses the pages at depth 5: a batch that meets one is undone (its refusal
     uncounted) and the pages go one at a time, with the same outcome, refusals included."""
