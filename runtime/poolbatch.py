@@ -24,7 +24,8 @@ Why nothing tells them apart (each condition checked here, else the caller goes 
   pool), and one at a time every ``evict`` sees the pool full and every ``admit`` one page short of
   it, as the batch's first ``evict`` and last ``admit`` do: if the batch passes, each firing one at a
   time passes, and writes the same; if it is refused, nothing is kept (refusal counts included) and
-  the caller goes one at a time;
+  the caller goes one at a time.  The first page's proposal refused with the pool full, so is every
+  later page's (their own conjuncts pass, as the batch shows: the count refuses);
 - the collection: a victim's collection walks up its ancestors until one is held; one at a time the
   later victims are still pooled and the pages still to admit are in the writer's block table
   (checked), so both stop there: a later victim is kept; the forgets happen in the same order, on
