@@ -14,7 +14,7 @@ is exact while copies are in flight.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from concurrent.futures import Future
 
 import numpy as np
@@ -75,16 +75,21 @@ class Collector:
     def holds(self, pid: int) -> bool:
         """Whether anything keeps page ``pid`` (see the module doc)."""
         rec = self.pages.find(pid)
-        if rec is None:
-            return False
-        store = self.store
-        return bool(rec.children or self.busy(pid) or store.page(POOL, pid) == self._pooled
-                    or store.page(PIN, pid) or store.readers_at((BLOCK,), pid))
+        return rec is not None and self._held(rec, pid)
 
-    def collect(self, pid: int, keep: frozenset[int] = frozenset()) -> None:
+    def _held(self, rec: PageRecord, pid: int) -> bool:
+        cols = self.store.cols
+        return bool(rec.children or self.busy(pid) or cols[POOL][pid] == self._pooled or cols[PIN][pid]
+                    or self.store.readers_at((BLOCK,), pid))
+
+    def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
-        while pid >= 0 and pid not in keep and pid in self.pages:
-            if self.holds(pid):
+        records = self.pages.records
+        while pid >= 0 and pid not in keep:
+            rec = records.get(pid)
+            if rec is None:
+                return
+            if self._held(rec, pid):
                 if pid in self.busy.held:
                     self.busy.deferred.add(pid)  # collected again when the hold ends
                 return
@@ -92,8 +97,18 @@ class Collector:
                 self.pipe.fire("forget", None, pid)
             except GuardRefused:
                 return  # e.g. a copy in flight the spec still sees (offloading, prefetching)
-            parent = self.forgotten(pid)
-            pid = parent
+            pid = self.forgotten(pid)
+
+    def collect_in_turn(self, pids: list[int], keeps: list[int]) -> None:
+        """``collect(pids[i], keep={keeps[i], *pids[i + 1:]})`` for each i in order (a pool's victims
+        evicted in one go, each kept from the collections before its own, ``keeps`` the pages admitted
+        for them, none of them among ``pids``)."""
+        later = set(pids)
+        for pid, keep in zip(pids, keeps, strict=True):
+            later.discard(pid)
+            later.add(keep)
+            self.collect(pid, keep=later)
+            later.discard(keep)
 
     def collect_many(self, pids: np.ndarray) -> None:
         """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds."""

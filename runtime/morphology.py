@@ -24,6 +24,7 @@ from .config import RuntimeConfig
 from .errors import GuardRefused
 from .pages import PageDirectory
 from .pipeline import Pipeline
+from .poolbatch import admit_batch, exact_in_one_go
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
@@ -43,21 +44,34 @@ class Morphology:
         self._pooled = codes[POOL]["pooled"]
         self._built = codes["indexer"]["built"]
         self.pooled: dict[int, None] = {}  # pages in the reuse pool, in admission order
+        self.quiet = False  # pool changes noted by the caller (``poolbatch``), in the order it chooses
+        self.batchable = exact_in_one_go(pipe.cspec)  # admissions in one go are exact (poolbatch.py)
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:
-        pids: list[int] = index.tolist() if hasattr(index, "tolist") else [index]
+        if not self.quiet:
+            self.note_pool(index.tolist() if isinstance(index, np.ndarray) else (index,))
+
+    def note_pool(self, pids: list[int] | tuple[int, ...]) -> None:
+        """Bring the pool's bookkeeping and the pages' metadata up to their ``pool`` state, in order (the
+        policy told of each in that order)."""
+        col, code, pooled, find = self.store.cols[POOL], self._pooled, self.pooled, self.pages.find
+        changed = []
         for pid in pids:
-            pooled = self.store.page(POOL, pid) == self._pooled
-            if pooled != (pid in self.pooled):
-                if pooled:
-                    self.pooled[pid] = None
+            now = col[pid] == code
+            if now != (pid in pooled):
+                if now:
+                    pooled[pid] = None
                 else:
-                    self.pooled.pop(pid, None)
-                rec = self.pages.find(pid)
+                    del pooled[pid]
+                rec = find(pid)
                 if rec is not None:
-                    rec.meta.pooled = pooled
-                    self.seam.updated(rec)
+                    rec.meta.pooled = now
+                    changed.append(rec)
+        if len(changed) == 1:
+            self.seam.updated(changed[0])
+        elif changed:
+            self.seam.updated_many(changed)
 
     # -- explicit calls ---------------------------------------------------------------------------
     def compress(self, pid: int) -> None:
@@ -106,8 +120,7 @@ class Morphology:
         self._propose("build_index", [pid for pid in pids if self._stale_index(pid)])
         if self.config.auto_admit:
             pool = self.store.cols[POOL]
-            for pid in self._propose("admit", [pid for pid in pids if pool[pid] != self._pooled], missed=True):
-                self.admit(pid)  # refused as it stood: the pool may be full (evict the policy's victim first)
+            self.admit_many(self._propose("admit", [pid for pid in pids if pool[pid] != self._pooled], missed=True))
         if self.config.release_tails:
             self._propose("release_tail", pids)
 
@@ -151,6 +164,12 @@ class Morphology:
         pipe.commit()
         self.collector.collect(victim, keep=frozenset({pid}))
         return True
+
+    def admit_many(self, pids: list[int]) -> None:
+        """``admit`` each of ``pids`` (sealed, distinct, refused as they stood: the pool may be full), in
+        order: in one go where that is exactly the same (``poolbatch.admit_batch``)."""
+        for pid in pids[admit_batch(self, pids):]:
+            self.admit(pid)
 
     def auto_slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for the reader's oldest live windows until the spec refuses one."""

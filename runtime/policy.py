@@ -223,12 +223,13 @@ class LRUPolicy(EvictionPolicy):
     @staticmethod
     def _pending(touched: list[Any], stamp: np.ndarray) -> list[int]:
         """The pages of ``touched``, each once, in the order of their last touch (and ``touched`` emptied)."""
-        if all(x.__class__ is int for x in touched):  # single touches only: the order of their last occurrence
+        parts = [x for x in touched if x.__class__ is not int]  # the bulk touches (arrays)
+        if not parts:  # single touches only: the order of their last occurrence
             pages = list(dict.fromkeys(reversed(touched)))
             pages.reverse()
             touched.clear()
             return pages
-        if sum(1 if x.__class__ is int else len(x) for x in touched) <= 256:  # few: the same, in Python
+        if len(touched) - len(parts) + sum(map(len, parts)) <= 256:  # few: the same, in Python
             flat: list[int] = []
             for x in touched:  # stamps rise in touch order: the last occurrence is the last stamp
                 if x.__class__ is int:
@@ -240,7 +241,6 @@ class LRUPolicy(EvictionPolicy):
             pages.reverse()
             return pages
         singles = [x for x in touched if x.__class__ is int]
-        parts = [x for x in touched if x.__class__ is not int]
         touched.clear()
         if singles:
             parts.append(np.asarray(singles, dtype=np.int64))

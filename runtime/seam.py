@@ -24,7 +24,7 @@ import numpy as np
 
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
-from .policy import EvictionPolicy
+from .policy import DECISIONS, EvictionPolicy
 
 
 class PolicySeam:
@@ -74,6 +74,10 @@ class PolicySeam:
         """Something other than the tier changed in the page's metadata."""
         self.policy.on_update(rec.meta)
 
+    def updated_many(self, recs: Sequence[PageRecord]) -> None:
+        """``updated`` for each of ``recs``, in order."""
+        self.policy.on_update_many([rec.meta for rec in recs])
+
     def holders(self, pids: Sequence[int] | np.ndarray, delta: int, listed: list[int] | None = None) -> None:
         """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids; a list
         or an int64 array, ``listed`` the same as a list when the caller has one)."""
@@ -113,17 +117,17 @@ class PolicySeam:
         and the policy's proposals have no side effect (``pure_proposals``); None otherwise (then
         nothing was counted or reported: the caller chooses one at a time).  The caller counts them
         with ``accepted`` once it moved them."""
-        if not self.policy.pure_proposals or decision not in ("gpu", "host", "disk"):
+        if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
-        tier = decision
+        pool, tier = decision == "pool", decision
         find, allowed, busy, first, rest = self.pages.find, self.pipe.allowed, self.busy, events[0], events[1:]
         out: list[int] = []
         for pid in self.policy.propose(decision):
             if len(out) == k:
                 break
             rec = find(pid)
-            if rec is None or rec.meta.tier != tier or pid in protect or busy(pid) or \
-                    not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
+            if rec is None or (not rec.meta.pooled if pool else rec.meta.tier != tier) or pid in protect or \
+                    busy(pid) or not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 return None  # ``choose`` would refuse it: counted and reported there
             out.append(pid)
         return out if len(out) == k else None

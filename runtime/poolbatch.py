@@ -1,0 +1,128 @@
+"""Admission of many sealed pages to a full reuse pool in one go, with exactly the outcome of admitting
+them one at a time.
+
+One at a time (``Morphology.admit``), the pool full::
+
+    for p_i:  propose admit p_i (refused: full);  choose pool -> v_i;
+              one transaction: evict v_i, admit p_i;  collect v_i (keep p_i)
+
+In one go, when nothing can tell the two apart::
+
+    propose admit p_1 (refused);  choose pool -> v_1..v_k
+    one transaction: evict v_*, admit p_* (batches);  the pool's bookkeeping and the policy told in
+    the one-at-a-time order (v_1, p_1, v_2, p_2 ...);  collect v_i (keep p_i and v_i+1..v_k), in order
+
+Why nothing tells them apart (each condition checked here, else the caller goes one at a time):
+
+- the victims: the policy's proposals have no side effect and each of the first k is one ``choose``
+  would accept (no refusal to count); one at a time, a page admitted goes to the back of the pool, so
+  the first k proposals are the k victims one at a time would choose;
+- the events (checked on the compiled spec): ``evict`` and ``admit`` read only their own page's
+  state, except conjuncts that read only page aggregates of the pool variable, and write only their
+  own page; ``forget`` (the collection) writes only its own page, never the pool variable.  An
+  aggregate of the pool variable counts the pooled pages (its body is neutral on a page out of the
+  pool), and one at a time every ``evict`` sees the pool full and every ``admit`` one page short of
+  it, as the batch's first ``evict`` and last ``admit`` do: if the batch passes, each firing one at a
+  time passes, and writes the same; if it is refused, nothing is kept (refusal counts included) and
+  the caller goes one at a time.  The first page's proposal refused with the pool full, so is every
+  later page's (their own conjuncts pass, as the batch shows: the count refuses);
+- the collection: a victim's collection walks up its ancestors until one is held; one at a time the
+  later victims are still pooled and the pages still to admit are in the writer's block table
+  (checked), so both stop there: a later victim is kept; the forgets happen in the same order, on
+  the same pages, each reading only its own page.
+
+The policy's touches come in the same order with the same clock (forgetting a page touches nothing),
+so its queues are the same once a decision reads them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from morphcache.spec.expr import Index, Name, Reduce, walk
+
+from .binding import BLOCK, POOL
+from .compiler import CompiledEvent, CompiledSpec
+from .errors import GuardRefused
+
+if TYPE_CHECKING:
+    from .morphology import Morphology
+
+BATCH_FROM = 4  # fewer pages than this: one at a time (the batch's checks cost about one admission)
+EVENTS = ("evict", "admit", "forget")
+
+
+def _local(expr: object) -> bool:
+    """Whether ``expr`` reads only the firing page's state (``x[p]``) and constants."""
+    for node in walk(expr):  # type: ignore[arg-type]
+        if isinstance(node, Reduce) or (isinstance(node, Name) and node.name != "p"):
+            return False
+        if isinstance(node, Index) and not (len(node.args) == 1 and isinstance(node.args[0], Name)):
+            return False
+    return True
+
+
+def _writes_own_page(ev: CompiledEvent) -> bool:
+    return ev.scope == "page" and not ev.params and not ev.observes and \
+        all(eff.index == "p" and eff.star is None and _local(eff.expr) for eff in ev.effects)
+
+
+def exact_in_one_go(cspec: CompiledSpec) -> bool:
+    """Whether the spec's ``evict``, ``admit`` and ``forget`` have the shape the module doc needs."""
+    events = cspec.events
+    if not all(name in events for name in EVENTS):
+        return False
+    evict, admit, forget = (events[name] for name in EVENTS)
+    counts = {name for name, agg in cspec.aggregates.items() if agg.kind == "sum" and agg.reads == {POOL}}
+    if evict.owner != POOL or admit.owner != POOL or POOL in forget.writes:
+        return False
+    if not all(_writes_own_page(ev) for ev in (evict, admit, forget)):
+        return False
+    for ev in (evict, admit):
+        for conj in ev.conjuncts:
+            nodes = list(walk(conj.expr))
+            count_only = all(not isinstance(n, (Index, Reduce)) for n in nodes) and \
+                {n.name for n in nodes if isinstance(n, Name)} <= counts
+            if not (count_only or _local(conj.expr)):
+                return False
+    return True
+
+
+def admit_batch(morph: Morphology, pids: list[int]) -> int:
+    """Admit ``pids`` (sealed, distinct, not pooled; in this order) to the full pool in one go, each
+    evicting the policy's victim; returns how many of the first pages were dealt with (all of them,
+    or 1 when the first was admitted with no victim, or 0 with nothing changed): the caller admits
+    the rest one at a time."""
+    k = len(pids)
+    if k < BATCH_FROM or not morph.batchable or len(morph.pooled) < morph.config.capacity:
+        return 0
+    pipe, seam, store = morph.pipe, morph.seam, morph.store
+    pooled = morph.pooled
+    if any(pid in pooled or not store.readers_at((BLOCK,), pid) for pid in pids) or len(set(pids)) != k:
+        return 0
+    if pipe.propose("admit", None, pids[0]):
+        return 1
+    victims = seam.choose_many("pool", ("evict",), set(pids), k)
+    if victims is None:
+        return 0
+    refused = {name: pipe.refused[name] for name in ("evict", "admit") if name in pipe.refused}
+    morph.quiet = True
+    try:
+        with pipe.atomic():
+            pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
+            pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)
+    except GuardRefused:
+        for name in ("evict", "admit"):  # one at a time meets the refusal and counts it there
+            if name in refused:
+                pipe.refused[name] = refused[name]
+            else:
+                pipe.refused.pop(name, None)
+        return 0
+    finally:
+        morph.quiet = False
+    morph.note_pool([page for pair in zip(victims, pids, strict=True) for page in pair])
+    seam.accepted("pool", k)
+    morph.collector.collect_in_turn(victims, pids)  # one at a time, the victims not yet evicted are pooled
+    return k
