@@ -111,6 +111,17 @@ class Incremental:
             out += [(t.name, kind, keep_all, keep_other) for kind in sorted(kinds)]
         return out
 
+    def settled(self, name: str) -> list[Any]:
+        """What ``after`` reads first for a firing of event ``name``: for each reduction it can change, the
+        failing readers (an action proved to keep true bodies true) or every reader tracked (any other
+        action).  While all of them are empty, ``after`` does nothing for it.  (The containers live as
+        long as the reductions: a generated plan may hold them.)"""
+        out = {}
+        for t, kind, keep_all, _ in self.actions.get(name, []):
+            held = t.failing if keep_all and kind != "all" else t.fails
+            out[id(held)] = held
+        return list(out.values())
+
     # -- values -----------------------------------------------------------------------------------
     def value(self, name: str, rid: Any) -> Any:
         """The tracked reduction ``name`` for reader ``rid`` (an id, or an array of ids)."""

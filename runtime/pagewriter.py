@@ -113,24 +113,21 @@ class PageWriter:
         slide = self.config.auto_slide and last_seal > start
         if slide:
             self.undo(_setter(reader, "slide_next", reader.slide_next))
+        chain = pipe.chain("open", "append", "seal")  # a page's open?, appends, seal? (chainplan.py)
+        records = self.pages.records
         while i < n:
-            if pos % c == 0:
-                self.open(reader)
-            pid = reader.block[-1]
             fill = pos % c
             take = min(c - fill, n - i)
             seals = fill + take == c
-            appends = take - seals
-            if appends > 2:
-                pipe.fire_repeat("append", rid, pid, appends)
+            if fill == 0:
+                rec = self.fresh(reader)
+                chain(rid, rec.pid, True, take - seals, seals)
+                self.link(reader, rec)
             else:
-                for _ in range(appends):
-                    pipe.fire("append", rid, pid)
-            if seals:
-                pipe.fire("seal", rid, pid)
-            rec = self.pages.records[pid]
+                rec = records[reader.block[-1]]
+                chain(rid, rec.pid, False, take - seals, seals)
             chunk = tokens[i:i + take]
-            if fill + take == c:  # sealed: the chain hash the next page's open needs
+            if seals:  # sealed: the chain hash the next page's open needs
                 self.seal_hash(rec, chunk)
                 if slide and pos + take == last_seal:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
