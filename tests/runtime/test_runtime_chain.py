@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import random
 import re
+from array import array
 from typing import Any
 
 from rt_helpers import small_config, toks
 from test_runtime_differential import Twin, workload
 
 from morphcache.runtime import CacheManager, MorphcacheError
+from morphcache.runtime.chainhash import chain_hash, run_keys
 from morphcache.runtime.pipeline import Pipeline
 
 SHAPES = [(first, k, last) for first in (True, False) for k in (0, 1, 2, 3, 5) for last in (False, True)]
@@ -125,3 +127,19 @@ def test_workloads_written_through_chains_and_one_by_one_agree(tmp_path: Any) ->
         assert a.metrics().events_fired.get("append", 0) > 100
         a.close()
         b.close()
+
+
+def test_a_writes_seal_keys_are_the_pages_chain_hashes() -> None:
+    """``run_keys`` (one vector pass over many pages, page by page over few) gives each page the chain
+    hash a seal gives it alone, a partial page's earlier tokens first, the tokens a list or an array."""
+    rng = random.Random(3)
+    for count in range(1, 7):
+        for fill in (0, 1, 3):
+            head = [rng.randrange(1 << 64) for _ in range(fill)]
+            tail = [rng.randrange(1 << 64) for _ in range(count * 4 - fill + rng.randrange(3))]
+            flat, want, h = head + tail, [], 12345
+            for k in range(count):
+                h = chain_hash(h, flat[4 * k:4 * k + 4])
+                want.append(h)
+            assert run_keys(12345, head, tail, count, 4) == want
+            assert run_keys(12345, head, array("Q", tail), count, 4) == want
