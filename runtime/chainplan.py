@@ -79,7 +79,8 @@ def repeat_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, plan: Plan
                 body.append(f"    if {test}: ok = False")
         values.append(ends[-1])
     body.append("if ok:")
-    body += [f"    {line}" for line in apply_lines(pipe, scope, ev, values, t)]
+    same = pipe.sources[ev.name] == {ev.target} and ev.owner not in pipe.watchers  # the owner stays: unwritten
+    body += [f"    {line}" for line in apply_lines(pipe, scope, ev, values, t, owner=not same)]
     body += [f"    fired[{ev.name!r}] += k", "    log = pipe.fired_log",
              f"    if log is not None: log.extend([{ev.name!r}] * k)", "    pipe.vector_firings += k",
              f"else: repeat_each{t}(ev{t}, r, p, k)"]
@@ -100,11 +101,11 @@ def build_chain(pipe: Any, ctx: PlanContext, head: CompiledEvent, repeated: Comp
     for ev, t in zip(events, ("_h", "_k", "_t"), strict=True):
         scope.update(ctx.scope(ev, t))
     scope["repeat_each_k"] = repeat_each
-    body = ["params = None", "if first:"]
-    body += [f"    {line}" for line in fire_lines(pipe, scope, head, "_h")]
+    body = ["if first:"]
+    body += [f"    {line}" for line in fire_lines(pipe, scope, head, "_h", recorded=False)]
     body.append("if k:")
     body += [f"    {line}" for line in repeat_lines(pipe, scope, repeated, plan, "_k")]
     body.append("if last:")
-    body += [f"    {line}" for line in fire_lines(pipe, scope, tail, "_t")]
+    body += [f"    {line}" for line in fire_lines(pipe, scope, tail, "_t", recorded=False)]
     name = f"{head.name}+{repeated.name}+{tail.name}"
     return compile_plan("_chain", "r, p, first, k, last", body, scope, name)  # type: ignore[no-any-return]

@@ -122,11 +122,13 @@ def write_lines(name: str, kind: str, value: str, watchers: int, t: str = "") ->
     return out
 
 
-def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: list[str], t: str = "") -> list[str]:
-    """Stage 5 of a firing of ``ev``: owner := target, then each effect := ``values[i]``, journaled, each
-    name's watchers told (put in ``scope``), the tracked quantifiers brought up to date."""
+def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: list[str], t: str = "",
+                owner: bool = True) -> list[str]:
+    """Stage 5 of a firing of ``ev``: owner := target (``owner``: False where it is known to hold the
+    target already and no watcher reads it), then each effect := ``values[i]``, journaled, each name's
+    watchers told (put in ``scope``), the tracked quantifiers brought up to date."""
     owner_kind, effects = pipe.write_plan_of(ev.name)
-    writes = [(ev.owner, owner_kind, repr(ev.target))]
+    writes = [(ev.owner, owner_kind, repr(ev.target))] if owner else []
     writes += [(eff.target, kind, value) for (eff, kind, _, _), value in zip(effects, values, strict=True)]
     body: list[str] = []
     for name, kind, value in writes:
@@ -143,10 +145,11 @@ def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: lis
     return body
 
 
-def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "", propose: bool = False) -> list[str]:
+def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "", propose: bool = False,
+               recorded: bool = True) -> list[str]:
     """The stages of one firing of ``ev`` for ``r`` on ``p`` as straight-line source (see the module doc;
-    ``propose``: a source state or guard that refuses returns False), every name of the event's own in
-    ``scope`` suffixed by ``t``."""
+    ``propose``: a source state or guard that refuses returns False; ``recorded``: False for a plan
+    built only while recording is off), every name of the event's own in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
     body = bind_lines(pipe, ev, not propose)
     if propose:
@@ -164,11 +167,12 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
                            + ([f"v{i} > hi{i}{t}"] if hi is not None else []))
         if test:
             body.append(f"if {test}: bounds(ev{t}, e{i}{t}, v{i}, r, p, n)")
-    body += ["rec = recorder.enabled", f"if rec: before = recorder.before(ev{t}, r, p, n)"]
+    if recorded:
+        body += ["rec = recorder.enabled", f"if rec: before = recorder.before(ev{t}, r, p, n)"]
     body += apply_lines(pipe, scope, ev, [f"v{i}" for i in range(len(effects))], t)
-    body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log",
-             f"if log is not None: log.append({ev.name!r})",
-             "if rec: recorder.after(ev" + t + ", r, p, params, before)"]
+    body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log", f"if log is not None: log.append({ev.name!r})"]
+    if recorded:
+        body.append(f"if rec: recorder.after(ev{t}, r, p, params, before)")
     return body
 
 

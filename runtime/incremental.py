@@ -176,13 +176,13 @@ class Incremental:
         if len(pids) < 32:
             rp_has, dvars = self.store.rp_has, t.domain_vars
             n, body, arrays, var = self.names, t.body, self.store.arrays, t.var
-            for q in pids:
-                if rp_has(dvars[0], rid, q) if len(dvars) == 1 else any(rp_has(v, rid, q) for v in dvars):
-                    n["r"] = rid
-                    n[var] = q
-                    if not body(n, arrays):
-                        fails[q] = None
-                        continue
+            for q in pids:  # failing: false there (a body true anywhere needs no domain test), in the domain
+                n["r"] = rid
+                n[var] = q
+                if not body(n, arrays) and (rp_has(dvars[0], rid, q) if len(dvars) == 1
+                                            else any(rp_has(v, rid, q) for v in dvars)):
+                    fails[q] = None
+                    continue
                 fails.pop(q, None)
             if fails:
                 t.failing.add(rid)
