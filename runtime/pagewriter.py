@@ -19,6 +19,7 @@ undo action is registered for each), so a refusal leaves everything as it was.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
@@ -251,9 +252,10 @@ class PageWriter:
         total = sum(len(toks) for _, _, toks, _ in pending)
         if many is not None and len(pending) > 1 and total >= 32:
             counts = np.fromiter((len(toks) for _, _, toks, _ in pending), dtype=np.int64, count=len(pending))
-            try:
-                toks_all = np.fromiter((t for _, _, toks, _ in pending for t in toks), dtype=np.int64,
-                                       count=total).view(np.uint64)
+            try:  # a run's tokens are an unsigned 64-bit array (inputs.py) or a short list: no copy a token
+                toks_all = np.concatenate([np.frombuffer(toks, dtype=np.uint64) if isinstance(toks, array)
+                                           and toks.typecode == "Q" else np.array(toks, dtype=np.uint64)
+                                           for _, _, toks, _ in pending])
             except OverflowError:
                 toks_all = None
             if toks_all is not None:
