@@ -17,9 +17,16 @@ on page ``p``, each event's stages written as its own plan's (fireplan.py), one 
             else: repeat_each(ev, r, p, k)   written; refused: the k firings one by one
         if last:                             seal: its own plan's lines
             ...
+        (open's tracked upkeep, last)        see below
 
 Each event's guard is evaluated against the state the firings before it left, exactly as when each
-is fired alone: nothing is decided for a later event before the earlier one has been applied.  A
+is fired alone: nothing is decided for a later event before the earlier one has been applied.  The
+head's upkeep of the tracked quantifiers (incremental.py) runs at the end of the chain when no later
+event reads a tracked value: each upkeep rechecks, on the state it sees, every (reader, page) its
+event may have changed, among them every page the event may have made false (an event proved to
+keep true bodies true makes none; one proved to keep the other pages' makes only its own; any other
+drops the reader's whole value), so the later events' upkeeps, which look at the pages recorded
+false, and the head's, run last on the final state, together recheck everything the chain changed.  A
 refusal raises what a single firing raises (open and seal are their own plans' lines; refused appends
 are fired again one by one, as a refused repeat is).  A chain is built only when each event has a
 plan of its own (fast path, no recording, no strict step checks, no '*' effect, no params) and the
@@ -35,7 +42,16 @@ from morphcache.spec.expr import Binary, Expr, Name
 
 from .batchplan import AFFINE, Plan
 from .compiler import CompiledEvent
-from .fireplan import PlanContext, apply_lines, bind_lines, compile_plan, fire_lines, inline, owner_read
+from .fireplan import (
+    PlanContext,
+    apply_lines,
+    bind_lines,
+    compile_plan,
+    fire_lines,
+    inline,
+    owner_read,
+    upkeep_lines,
+)
 from .irtools import replace_index
 
 ChainPlan = Callable[[int, int, bool, int, bool], None]
@@ -101,11 +117,15 @@ def build_chain(pipe: Any, ctx: PlanContext, head: CompiledEvent, repeated: Comp
     for ev, t in zip(events, ("_h", "_k", "_t"), strict=True):
         scope.update(ctx.scope(ev, t))
     scope["repeat_each_k"] = repeat_each
+    later = not any(pipe.names.tracked_reads[ev.name] for ev in (repeated, tail))  # the head's upkeep at the end
+    later = later and bool(upkeep_lines(pipe, {}, head))
     body = ["if first:"]
-    body += [f"    {line}" for line in fire_lines(pipe, scope, head, "_h", recorded=False)]
-    body.append("if k:")
-    body += [f"    {line}" for line in repeat_lines(pipe, scope, repeated, plan, "_k")]
-    body.append("if last:")
-    body += [f"    {line}" for line in fire_lines(pipe, scope, tail, "_t", recorded=False)]
+    body += [f"    {line}" for line in fire_lines(pipe, scope, head, "_h", recorded=False, upkeep=not later)]
+    rest = ["if k:", *(f"    {line}" for line in repeat_lines(pipe, scope, repeated, plan, "_k")),
+            "if last:", *(f"    {line}" for line in fire_lines(pipe, scope, tail, "_t", recorded=False))]
+    if later:  # whatever the later events do, refused included: the head's upkeep on what they leave
+        rest = ["try:", *(f"    {line}" for line in rest), "finally:",
+                "    if first:", *(f"        {line}" for line in upkeep_lines(pipe, scope, head, "_h"))]
+    body += rest
     name = f"{head.name}+{repeated.name}+{tail.name}"
     return compile_plan("_chain", "r, p, first, k, last", body, scope, name)  # type: ignore[no-any-return]

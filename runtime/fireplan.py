@@ -123,10 +123,11 @@ def write_lines(name: str, kind: str, value: str, watchers: int, t: str = "") ->
 
 
 def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: list[str], t: str = "",
-                owner: bool = True) -> list[str]:
+                owner: bool = True, upkeep: bool = True) -> list[str]:
     """Stage 5 of a firing of ``ev``: owner := target (``owner``: False where it is known to hold the
     target already and no watcher reads it), then each effect := ``values[i]``, journaled, each name's
-    watchers told (put in ``scope``), the tracked quantifiers brought up to date."""
+    watchers told (put in ``scope``), the tracked quantifiers brought up to date (``upkeep``: False
+    where the caller does it later)."""
     owner_kind, effects = pipe.write_plan_of(ev.name)
     writes = [(ev.owner, owner_kind, repr(ev.target))] if owner else []
     writes += [(eff.target, kind, value) for (eff, kind, _, _), value in zip(effects, values, strict=True)]
@@ -136,20 +137,27 @@ def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: lis
         for i, fn in enumerate(found):
             scope[f"w_{name}_{i}{t}"] = fn
         body += write_lines(name, kind, value, len(found), t)
+    return body + (upkeep_lines(pipe, scope, ev, t) if upkeep else [])
+
+
+def upkeep_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "") -> list[str]:
+    """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p`` (skipped
+    while what ``Incremental.after`` reads first is empty: it would do nothing)."""
     inc = pipe.names.inc
-    if inc.actions.get(ev.name):  # nothing to bring up to date while what ``after`` reads first is empty
-        held = inc.settled(ev.name)
-        for i, found in enumerate(held):
-            scope[f"held{i}{t}"] = found
-        body.append(f"if {' or '.join(f'held{i}{t}' for i in range(len(held)))}: inc_after(ev{t}, r, p)")
-    return body
+    if not inc.actions.get(ev.name):
+        return []
+    held = inc.settled(ev.name)
+    for i, found in enumerate(held):
+        scope[f"held{i}{t}"] = found
+    return [f"if {' or '.join(f'held{i}{t}' for i in range(len(held)))}: inc_after(ev{t}, r, p)"]
 
 
 def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "", propose: bool = False,
-               recorded: bool = True) -> list[str]:
+               recorded: bool = True, upkeep: bool = True) -> list[str]:
     """The stages of one firing of ``ev`` for ``r`` on ``p`` as straight-line source (see the module doc;
     ``propose``: a source state or guard that refuses returns False; ``recorded``: False for a plan
-    built only while recording is off), every name of the event's own in ``scope`` suffixed by ``t``."""
+    built only while recording is off; ``upkeep``: as ``apply_lines``), every name of the event's own
+    in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
     body = bind_lines(pipe, ev, not propose)
     if propose:
@@ -169,7 +177,7 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
             body.append(f"if {test}: bounds(ev{t}, e{i}{t}, v{i}, r, p, n)")
     if recorded:
         body += ["rec = recorder.enabled", f"if rec: before = recorder.before(ev{t}, r, p, n)"]
-    body += apply_lines(pipe, scope, ev, [f"v{i}" for i in range(len(effects))], t)
+    body += apply_lines(pipe, scope, ev, [f"v{i}" for i in range(len(effects))], t, upkeep=upkeep)
     body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log", f"if log is not None: log.append({ev.name!r})"]
     if recorded:
         body.append(f"if rec: recorder.after(ev{t}, r, p, params, before)")

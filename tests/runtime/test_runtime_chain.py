@@ -53,6 +53,7 @@ def attempt(pipe: Pipeline, chain: Any, args: tuple[Any, ...]) -> tuple[Any, ...
         assert pipe.names.inc.stale() == []
         out: tuple[Any, ...] = ("fired", snapshot(pipe))
     except MorphcacheError as exc:
+        assert pipe.names.inc.stale() == []  # what the refused chain left, before any rollback
         out = ("refused", type(exc).__name__, str(exc))
     pipe.rollback(sp)
     return (*out, snapshot(pipe))
