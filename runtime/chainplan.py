@@ -71,7 +71,7 @@ def _shifted(e: Expr, affine: dict[str, int], t: str) -> str:
 def repeat_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, plan: Plan, t: str) -> list[str]:
     """``k`` firings of ``ev`` for ``r`` on ``p`` (k >= 1), decided at the first and the last (see the
     module doc), else fired one by one (``repeat_each{t}``)."""
-    body = bind_lines(pipe, ev, False)
+    body = bind_lines(pipe, ev, False, scope, t)
     body += [f"d_{name}{t} = (k - 1) * {inc}" for name, inc in plan.affine.items()]
     checks = [f"s in SOURCES{t}"]
     for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):

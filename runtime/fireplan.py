@@ -82,17 +82,20 @@ class PlanContext:
         }
 
 
-def bind_lines(pipe: Any, ev: CompiledEvent, params: bool) -> list[str]:
+def bind_lines(pipe: Any, ev: CompiledEvent, params: bool, scope: dict[str, Any], t: str = "") -> list[str]:
     """The names of the firing: ``names.bind`` unrolled (its general form when the event takes params
-    or observations)."""
+    or observations); a tracked value kept for the reader read from its failing pages (put in
+    ``scope``) as ``Incremental.value`` reads it, else asked of it."""
     names = pipe.names
     if params and (ev.params or ev.observes):
         return ["n = bind(ev, r, p, params, observed)"]
     out = ["n['r'] = r", "n['p'] = p"]
     if ev.reads & names.agg_contrib.keys():
         out.append("if names.agg_dirty: names.refresh()")
-    for name in names.tracked_reads[ev.name]:
-        out += [f"n[{name!r}] = inc_value({name!r}, r)", "n['r'] = r", "n['p'] = p"]
+    for i, name in enumerate(names.tracked_reads[ev.name]):
+        scope[f"tracked{i}{t}"] = names.inc.tracked[name].fails
+        out += [f"f = tracked{i}{t}.get(r)", f"n[{name!r}] = inc_value({name!r}, r) if f is None else not f",
+                "n['r'] = r", "n['p'] = p"]
     return out
 
 
@@ -159,7 +162,7 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     built only while recording is off; ``upkeep``: as ``apply_lines``), every name of the event's own
     in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
-    body = bind_lines(pipe, ev, not propose)
+    body = bind_lines(pipe, ev, not propose, scope, t)
     if propose:
         body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False",
                 f"if not ({guard_source(ev)}): return False"]
@@ -205,7 +208,7 @@ def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan |
     if ev.params or ev.observes:
         return None
     scope = ctx.scope(ev)
-    body = [f"if {owner_read(ev)} not in SOURCES: return False", *bind_lines(pipe, ev, False),
+    body = [f"if {owner_read(ev)} not in SOURCES: return False", *bind_lines(pipe, ev, False, scope),
             f"return bool({guard_source(ev)})"]
     return compile_plan("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]
 
