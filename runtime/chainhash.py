@@ -117,3 +117,21 @@ def chain_hashes(parents: Sequence[int], rows: np.ndarray) -> list[int]:
     """``chain_hash`` of many pages at once: page ``i`` holds row ``i`` of ``rows`` (pages x C tokens,
     uint64) after a page with hash ``parents[i]`` (one matrix-vector product for the digests)."""
     return [(K * parent + d) & MASK for parent, d in zip(parents, page_digests(rows).tolist(), strict=True)]
+
+
+def run_keys(root: int, head: Sequence[int], tokens: Sequence[int], count: int, c: int) -> list[int]:
+    """The chain hash of each of ``count`` pages of ``c`` tokens after a page with hash ``root``, their
+    tokens ``head`` (a partial page's first ones) then ``tokens`` (a write's, as many as they take): one
+    vector pass (``chain_keys``) over many pages, else ``chain_hash`` page by page (the same values)."""
+    used = count * c - len(head)
+    if count < 4:
+        out, flat = [], list(head) + list(tokens[:used])
+        for k in range(count):
+            root = chain_hash(root, flat[k * c:(k + 1) * c])
+            out.append(root)
+        return out
+    part = tokens[:used]
+    body = np.frombuffer(part, dtype=np.uint64) if isinstance(part, array) and part.typecode == "Q" else \
+        np.array(part, dtype=np.uint64)
+    rows = np.concatenate([np.array(head, dtype=np.uint64), body]).reshape(count, c)
+    return chain_keys(rows, root).tolist()  # type: ignore[no-any-return]

@@ -49,15 +49,15 @@ def _ids(n: Any, domain: str, bound: dict[str, Any] | None = None) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _inline(e: Any) -> str:
+def inline(e: Any) -> str:
     """The generated source of a compiled expression, reading the event's reader and page from the
     plan's arguments (the names hold the same values: the plan bound them first)."""
     return source(e).replace("n['r']", "r").replace("n['p']", "p")
 
 
-def _guard(ev: CompiledEvent) -> str:
+def guard_source(ev: CompiledEvent) -> str:
     """The event's guard inlined: its conjuncts, in order, short-circuiting as the compiled guard."""
-    return " and ".join(f"({_inline(c.expr)})" for c in ev.conjuncts) or "True"
+    return " and ".join(f"({inline(c.expr)})" for c in ev.conjuncts) or "True"
 
 
 class PlanContext:
@@ -68,33 +68,39 @@ class PlanContext:
         self.bounds = bounds
         self.steps = steps
 
-    def scope(self, ev: CompiledEvent) -> dict[str, Any]:
+    def scope(self, ev: CompiledEvent, t: str = "") -> dict[str, Any]:
+        """The names a plan of ``ev`` reads; the event's own (``ev``, ``guard``, ``SOURCES``) suffixed
+        by ``t`` (a plan that chains several events gives each its own)."""
         pipe = self.pipe
         names, store = pipe.names, pipe.store
         return {
             "n": names.n, "a": store.arrays, "cols": store.cols, "rcols": store.rcols, "store": store,
             "set_rp": store.set_rp, "rp_value": store.rp_value, "names": names, "bind": names.bind,
-            "inc_value": names.inc.value, "inc_after": names.inc.after, "ev": ev, "guard": ev.guard,
-            "SOURCES": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
+            "inc_value": names.inc.value, "inc_after": names.inc.after, f"ev{t}": ev, f"guard{t}": ev.guard,
+            f"SOURCES{t}": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
             "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": _ids,
         }
 
 
-def _bind_lines(pipe: Any, ev: CompiledEvent, params: bool) -> list[str]:
+def bind_lines(pipe: Any, ev: CompiledEvent, params: bool, scope: dict[str, Any], t: str = "") -> list[str]:
     """The names of the firing: ``names.bind`` unrolled (its general form when the event takes params
-    or observations)."""
+    or observations); a tracked value kept for the reader read from its failing pages (put in
+    ``scope``) as ``Incremental.value`` reads it, else asked of it."""
     names = pipe.names
     if params and (ev.params or ev.observes):
         return ["n = bind(ev, r, p, params, observed)"]
     out = ["n['r'] = r", "n['p'] = p"]
     if ev.reads & names.agg_contrib.keys():
         out.append("if names.agg_dirty: names.refresh()")
-    for name in names.tracked_reads[ev.name]:
-        out += [f"n[{name!r}] = inc_value({name!r}, r)", "n['r'] = r", "n['p'] = p"]
+    for i, name in enumerate(names.tracked_reads[ev.name]):
+        scope[f"tracked{i}{t}"] = names.inc.tracked[name].fails
+        out += [f"f = tracked{i}{t}.get(r)", f"n[{name!r}] = inc_value({name!r}, r) if f is None else not f",
+                "n['r'] = r", "n['p'] = p"]
     return out
 
 
-def _owner_read(ev: CompiledEvent) -> str:
+def owner_read(ev: CompiledEvent) -> str:
+    """The source reading the state code of ``ev``'s owner for reader ``r`` on page ``p``."""
     if ev.scope == "page":
         return f"cols[{ev.owner!r}][p]"
     if ev.scope == "reader":
@@ -102,8 +108,8 @@ def _owner_read(ev: CompiledEvent) -> str:
     return f"rp_value({ev.owner!r}, r, p)"
 
 
-def _write_lines(name: str, kind: str, value: str, watchers: int) -> list[str]:
-    """One journaled write of ``name`` (index kind ``kind``), then its watchers."""
+def write_lines(name: str, kind: str, value: str, watchers: int, t: str = "") -> list[str]:
+    """One journaled write of ``name`` (index kind ``kind``), then its watchers (``w_<name>_<i><t>``)."""
     if kind == "p":
         out = [f"c = cols[{name!r}]", "j = store.journal",
                f"if j is not None: j.append(('p', {name!r}, p, c[p]))", f"c[p] = {value}"]
@@ -115,8 +121,70 @@ def _write_lines(name: str, kind: str, value: str, watchers: int) -> list[str]:
     else:
         out = [f"set_rp({name!r}, r, p, {value})"]
         index = "(r, p)"
-    out += [f"w_{name}_{i}({index})" for i in range(watchers)]
+    out += [f"w_{name}_{i}{t}({index})" for i in range(watchers)]
     return out
+
+
+def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: list[str], t: str = "",
+                owner: bool = True, upkeep: bool = True) -> list[str]:
+    """Stage 5 of a firing of ``ev``: owner := target (``owner``: False where it is known to hold the
+    target already and no watcher reads it), then each effect := ``values[i]``, journaled, each name's
+    watchers told (put in ``scope``), the tracked quantifiers brought up to date (``upkeep``: False
+    where the caller does it later)."""
+    owner_kind, effects = pipe.write_plan_of(ev.name)
+    writes = [(ev.owner, owner_kind, repr(ev.target))] if owner else []
+    writes += [(eff.target, kind, value) for (eff, kind, _, _), value in zip(effects, values, strict=True)]
+    body: list[str] = []
+    for name, kind, value in writes:
+        found = pipe.watchers.get(name, ())
+        for i, fn in enumerate(found):
+            scope[f"w_{name}_{i}{t}"] = fn
+        body += write_lines(name, kind, value, len(found), t)
+    return body + (upkeep_lines(pipe, scope, ev, t) if upkeep else [])
+
+
+def upkeep_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "") -> list[str]:
+    """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p`` (skipped
+    while what ``Incremental.after`` reads first is empty: it would do nothing)."""
+    inc = pipe.names.inc
+    if not inc.actions.get(ev.name):
+        return []
+    held = inc.settled(ev.name)
+    for i, found in enumerate(held):
+        scope[f"held{i}{t}"] = found
+    return [f"if {' or '.join(f'held{i}{t}' for i in range(len(held)))}: inc_after(ev{t}, r, p)"]
+
+
+def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "", propose: bool = False,
+               recorded: bool = True, upkeep: bool = True) -> list[str]:
+    """The stages of one firing of ``ev`` for ``r`` on ``p`` as straight-line source (see the module doc;
+    ``propose``: a source state or guard that refuses returns False; ``recorded``: False for a plan
+    built only while recording is off; ``upkeep``: as ``apply_lines``), every name of the event's own
+    in ``scope`` suffixed by ``t``."""
+    _, effects = pipe.write_plan_of(ev.name)
+    body = bind_lines(pipe, ev, not propose, scope, t)
+    if propose:
+        body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False",
+                f"if not ({guard_source(ev)}): return False"]
+    else:
+        body += [f"s = {owner_read(ev)}", f"if s not in SOURCES{t}: raise refusals.source(ev{t}, r, p, s)",
+                 f"if not ({guard_source(ev)}): raise refusals.guard(ev{t}, r, p, n)"]
+    if pipe.strict:
+        body.append(f"steps(ev{t}, r, p, n)")
+    for i, (eff, _kind, lo, hi) in enumerate(effects):
+        scope[f"f{i}{t}"], scope[f"e{i}{t}"], scope[f"lo{i}{t}"], scope[f"hi{i}{t}"] = eff.fn, eff, lo, hi
+        body.append(f"v{i} = {inline(eff.expr)}")
+        test = " or ".join(([f"v{i} < lo{i}{t}"] if lo is not None else [])
+                           + ([f"v{i} > hi{i}{t}"] if hi is not None else []))
+        if test:
+            body.append(f"if {test}: bounds(ev{t}, e{i}{t}, v{i}, r, p, n)")
+    if recorded:
+        body += ["rec = recorder.enabled", f"if rec: before = recorder.before(ev{t}, r, p, n)"]
+    body += apply_lines(pipe, scope, ev, [f"v{i}" for i in range(len(effects))], t, upkeep=upkeep)
+    body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log", f"if log is not None: log.append({ev.name!r})"]
+    if recorded:
+        body.append(f"if rec: recorder.after(ev{t}, r, p, params, before)")
+    return body
 
 
 def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent, propose: bool = False) -> FirePlan | None:
@@ -124,42 +192,14 @@ def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent, propose: bool = F
     ``propose``: the generated ``propose`` instead (``r, p``; the same stages, but a source state or a
     guard that refuses returns False, nothing written and no refusal counted, as ``allowed`` would
     answer; a firing returns True; None also for an event that takes params or observations)."""
-    owner_kind, effects = pipe.write_plan_of(ev.name)
+    _, effects = pipe.write_plan_of(ev.name)
     if any(kind == "star" for _, kind, _, _ in effects) or (propose and (ev.params or ev.observes)):
         return None
     scope = ctx.scope(ev)
-    body = _bind_lines(pipe, ev, not propose)
+    body = fire_lines(pipe, scope, ev, propose=propose)
     if propose:
-        body = ["params = None", *body, f"if {_owner_read(ev)} not in SOURCES: return False",
-                f"if not ({_guard(ev)}): return False"]
-    else:
-        body += [f"s = {_owner_read(ev)}", "if s not in SOURCES: raise refusals.source(ev, r, p, s)",
-                 f"if not ({_guard(ev)}): raise refusals.guard(ev, r, p, n)"]
-    if pipe.strict:
-        body.append("steps(ev, r, p, n)")
-    for i, (eff, _kind, lo, hi) in enumerate(effects):
-        scope[f"f{i}"], scope[f"e{i}"], scope[f"lo{i}"], scope[f"hi{i}"] = eff.fn, eff, lo, hi
-        body.append(f"v{i} = {_inline(eff.expr)}")
-        test = " or ".join(([f"v{i} < lo{i}"] if lo is not None else [])
-                           + ([f"v{i} > hi{i}"] if hi is not None else []))
-        if test:
-            body.append(f"if {test}: bounds(ev, e{i}, v{i}, r, p, n)")
-    body += ["rec = recorder.enabled", "if rec: before = recorder.before(ev, r, p, n)"]
-    writes = [(ev.owner, owner_kind, repr(ev.target))] + [(eff.target, kind, f"v{i}")
-                                                            for i, (eff, kind, _, _) in enumerate(effects)]
-    for name, kind, value in writes:
-        found = pipe.watchers.get(name, ())
-        for i, fn in enumerate(found):
-            scope[f"w_{name}_{i}"] = fn
-        body += _write_lines(name, kind, value, len(found))
-    if pipe.names.inc.actions.get(ev.name):
-        body.append("inc_after(ev, r, p)")
-    body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log",
-             f"if log is not None: log.append({ev.name!r})",
-             "if rec: recorder.after(ev, r, p, params, before)"]
-    if propose:
-        return _compile("_propose", "r, p", [*body, "return True"], scope, ev.name)  # type: ignore[return-value]
-    return _compile("_fire", "r, p, params, observed", body, scope, ev.name)  # type: ignore[return-value]
+        return compile_plan("_propose", "r, p", [*body, "return True"], scope, ev.name)  # type: ignore[return-value]
+    return compile_plan("_fire", "r, p, params, observed", body, scope, ev.name)  # type: ignore[return-value]
 
 
 def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan | None:
@@ -168,15 +208,17 @@ def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan |
     if ev.params or ev.observes:
         return None
     scope = ctx.scope(ev)
-    body = [f"if {_owner_read(ev)} not in SOURCES: return False", *_bind_lines(pipe, ev, False),
-            f"return bool({_guard(ev)})"]
-    return _compile("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]
+    body = [f"if {owner_read(ev)} not in SOURCES: return False", *bind_lines(pipe, ev, False, scope),
+            f"return bool({guard_source(ev)})"]
+    return compile_plan("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]
 
 
 _CODE: dict[tuple[str, str], CodeType] = {}  # plan source -> its code, shared by every manager of the process
 
 
-def _compile(fn: str, args: str, body: list[str], scope: dict[str, Any], event: str) -> Callable[..., Any]:
+def compile_plan(fn: str, args: str, body: list[str], scope: dict[str, Any], event: str) -> Callable[..., Any]:
+    """Compile the function ``fn(args)`` whose lines are ``body`` into ``scope`` (the code shared by every
+    manager of the process) and return it."""
     text = f"def {fn}({args}):\n" + "".join(f"    {line}\n" for line in body)
     code = _CODE.get((text, event))
     if code is None:

@@ -118,6 +118,17 @@ class Incremental:
             out += [(t.name, kind, keep_all, keep_other) for kind in sorted(kinds)]
         return out
 
+    def settled(self, name: str) -> list[Any]:
+        """What ``after`` reads first for a firing of event ``name``: for each reduction it can change, the
+        failing readers (an action proved to keep true bodies true) or every reader tracked (any other
+        action).  While all of them are empty, ``after`` does nothing for it.  (The containers live as
+        long as the reductions: a generated plan may hold them.)"""
+        out = {}
+        for t, kind, keep_all, _ in self.actions.get(name, []):
+            held = t.failing if keep_all and kind != "all" else t.fails
+            out[id(held)] = held
+        return list(out.values())
+
     # -- values -----------------------------------------------------------------------------------
     def value(self, name: str, rid: Any) -> Any:
         """The tracked reduction ``name`` for reader ``rid`` (an id, or an array of ids)."""
@@ -175,13 +186,13 @@ class Incremental:
         if len(pids) < 32:
             rp_has, dvars = self.store.rp_has, t.domain_vars
             n, body, arrays, var = self.names, t.body, self.store.arrays, t.var
-            for q in pids:
-                if rp_has(dvars[0], rid, q) if len(dvars) == 1 else any(rp_has(v, rid, q) for v in dvars):
-                    n["r"] = rid
-                    n[var] = q
-                    if not body(n, arrays):
-                        fails[q] = None
-                        continue
+            for q in pids:  # failing: false there (a body true anywhere needs no domain test), in the domain
+                n["r"] = rid
+                n[var] = q
+                if not body(n, arrays) and (rp_has(dvars[0], rid, q) if len(dvars) == 1
+                                            else any(rp_has(v, rid, q) for v in dvars)):
+                    fails[q] = None
+                    continue
                 fails.pop(q, None)
             if fails:
                 t.failing.add(rid)

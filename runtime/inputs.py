@@ -104,3 +104,26 @@ def check_device(device: object) -> Any:
         return torch.device(device)  # type: ignore[call-overload]
     except (TypeError, ValueError, RuntimeError) as exc:
         raise BadInputError(f"device must name a torch device, got {device!r} ({exc})") from None
+
+
+Spans = Sequence[tuple[int, int, str]] | None
+
+
+def token_types(spans: Spans, n: int) -> list[str | None] | None:
+    """The type of each of ``n`` tokens from ``(start, end, type_name)`` spans; BadInputError if malformed."""
+    if spans is None:
+        return None
+    out: list[str | None] = [None] * n
+    try:
+        items = list(spans)
+    except TypeError:
+        raise BadInputError(f"types must be a sequence of (start, end, type_name) spans, got {spans!r}") from None
+    for span in items:
+        if not (isinstance(span, tuple) and len(span) == 3 and isinstance(span[2], str)
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in span[:2])
+                and 0 <= span[0] < span[1] <= n):
+            raise BadInputError(f"a type span must be (start, end, type_name) with 0 <= start < end <= {n}, "
+                                f"got {span!r}")
+        for i in range(span[0], span[1]):
+            out[i] = span[2]
+    return out

@@ -180,7 +180,8 @@ class Morphology:
             rest = np.fromiter(block[reader.slide_next:-1], dtype=np.int64, count=len(block) - 1 - reader.slide_next)
             live = np.flatnonzero(store.vecs[WINDOW][rest] == self._live)
             reader.slide_next += int(live[0]) if len(live) else len(rest)
-        if len(block) - 1 - reader.slide_next >= pipeline.VECTOR_FROM:  # many windows behind: a batch first
+        if len(block) - 1 - reader.slide_next >= 4 * pipeline.VECTOR_FROM:  # many windows behind: a batch first
+            # (its guard's reduction over readers costs a batch some four times a plain one's fixed cost)
             slid += self._slide_batch(reader)
         window, live_code, propose = store.cols[WINDOW], self._live, pipe.proposer("slide")
         while reader.slide_next < len(block) - 1:

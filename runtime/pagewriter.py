@@ -4,17 +4,18 @@ Token and page arithmetic (C = page size)::
 
     tokens     0 .......... C-1 | C ......... 2C-1 | 2C ..... frontier-1 |
     blocks     [    page 0     ][     page 1      ][  page 2 (filling)  ]
-    events     open(r, p) at a page boundary, append(r, p) per token (one repeat batch for a run),
-               seal(r, p) on a page's last token, in page order (an open needs the frontier the
-               previous seal reached); after the write's last seal, slide proposals for the windows
-               left behind (one batch when many)
+    events     open(r, p) at a page boundary, append(r, p) per token, seal(r, p) on a page's last
+               token, page by page (an open needs the frontier the previous seal reached), each
+               page's one generated chain (chainplan.py); after the write's last seal, slide
+               proposals for the windows left behind (one batch when many)
     after      in bulk over the pages written: the bytes to the data plane (one call), the policy
                told (one tick), the records; the sealed pages hashed into the index, compressed,
                indexed and admitted (proposals the spec decides, batches over them)
 
 Room is made before a transaction starts (a full GPU pool moves the policy's victims, never the
 sequence's own pages); inside it only spec events and what undoes exactly with them happen (an
-undo action is registered for each), so a refusal leaves everything as it was.
+undo action is registered for each), so a refusal leaves everything as it was.  The module is a little
+longer than most: the write loop, what undoes it and the bulk work after its commit read best together.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from .chainhash import chain_hashes
+from .chainhash import chain_hashes, run_keys
 from .config import RuntimeConfig
-from .errors import BadInputError, MorphcacheError
-from .index import ROOT_HASH, PrefixIndex, chain_hash
+from .errors import MorphcacheError
+from .index import ROOT_HASH, PrefixIndex
 from .morphology import Morphology
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
@@ -39,28 +40,7 @@ from .tiering import TierMover
 from .tiers import Storage
 from .tips import Tips
 
-Spans = Sequence[tuple[int, int, str]] | None
 Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
-
-
-def token_types(spans: Spans, n: int) -> list[str | None] | None:
-    """The type of each of ``n`` tokens from ``(start, end, type_name)`` spans; BadInputError if malformed."""
-    if spans is None:
-        return None
-    out: list[str | None] = [None] * n
-    try:
-        items = list(spans)
-    except TypeError:
-        raise BadInputError(f"types must be a sequence of (start, end, type_name) spans, got {spans!r}") from None
-    for span in items:
-        if not (isinstance(span, tuple) and len(span) == 3 and isinstance(span[2], str)
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in span[:2])
-                and 0 <= span[0] < span[1] <= n):
-            raise BadInputError(f"a type span must be (start, end, type_name) with 0 <= start < end <= {n}, "
-                                f"got {span!r}")
-        for i in range(span[0], span[1]):
-            out[i] = span[2]
-    return out
 
 
 class PageWriter:
@@ -125,43 +105,78 @@ class PageWriter:
         return True
 
     def events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
-                pending: list[Pending]) -> None:
-        """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction)."""
-        c, pipe, rid = self.C, self.pipe, reader.rid
+               pending: list[Pending]) -> None:
+        """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction), page by page,
+        each page's events one chain (``Pipeline.chain``), the sealed pages' hashes known first; the
+        records, slots, block table, continuations, hashes and tip it takes undone by one action."""
+        c, rid = self.C, reader.rid
         i, n, pos = 0, len(tokens), start
         last_seal = (start + n) // c * c  # the frontier the write's last seal reaches
         slide = self.config.auto_slide and last_seal > start
         if slide:
             self.undo(_setter(reader, "slide_next", reader.slide_next))
+        opened: list[PageRecord] = []  # records taken, then linked, then sealed: what the undo gives back
+        linked: list[PageRecord] = []
+        sealed: list[PageRecord] = []
+        self.undo(lambda: self._unwrite(rid, reader.block, opened, linked, sealed))
+        hashes = self.write_hashes(reader, start, tokens)
+        chain = self.pipe.chain("open", "append", "seal")  # a page's open?, appends, seal? (chainplan.py)
+        records, block, add_child = self.pages.records, reader.block, self.index.add_child
+        place, take = self.storage.place, self.storage.slots.take
         while i < n:
-            if pos % c == 0:
-                self.open(reader)
-            pid = reader.block[-1]
             fill = pos % c
-            take = min(c - fill, n - i)
-            seals = fill + take == c
-            appends = take - seals
-            if appends > 2:
-                pipe.fire_repeat("append", rid, pid, appends)
+            step = min(c - fill, n - i)
+            seals = fill + step == c
+            if fill == 0:
+                rec = self.record(reader)
+                opened.append(rec)
+                place(rec, take(rec.pid), 0)
+                chain(rid, rec.pid, True, step - seals, seals)
+                block.append(rec.pid)
+                linked.append(rec)
+                add_child(rec.parent_hash, rec.pid, rec.tokens, rec.parent)
             else:
-                for _ in range(appends):
-                    pipe.fire("append", rid, pid)
-            if seals:
-                pipe.fire("seal", rid, pid)
-            rec = self.pages.records[pid]
-            chunk = tokens[i:i + take]
-            if fill + take == c:  # sealed: the chain hash the next page's open needs
-                self.seal_hash(rec, chunk)
-                if slide and pos + take == last_seal:  # windows W tokens behind the frontier it reached
+                rec = records[block[-1]]
+                chain(rid, rec.pid, False, step - seals, seals)
+            chunk = tokens[i:i + step]
+            if seals:  # sealed: the chain hash the next page's open needs
+                rec.hash = hashes[len(sealed)]
+                sealed.append(rec)
+                if slide and pos + step == last_seal:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
-            pending.append((rec, fill, chunk, kinds[i:i + take] if kinds else None))
-            i += take
-            pos += take
+            pending.append((rec, fill, chunk, kinds[i:i + step] if kinds else None))
+            i += step
+            pos += step
+        if linked:
+            self.tips.point(rid, linked[-1])
 
-    def seal_hash(self, rec: PageRecord, chunk: Sequence[int]) -> None:
-        """Set the chain hash of ``rec``, sealed by its last tokens ``chunk`` (inside a transaction)."""
-        rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
-        self.undo(_setter(rec, "hash", None))
+    def write_hashes(self, reader: ReaderRecord, start: int, tokens: Sequence[int]) -> list[int]:
+        """The chain hash of each page a write of ``tokens`` at ``start`` seals, in page order, with the
+        partial page it completes first (``run_keys``)::
+
+            start = 6, C = 4:   [ 4 5 | t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ...       the keys of two pages
+        """
+        c, block = self.C, reader.block
+        fill, count = start % c, (start + len(tokens)) // c - start // c
+        last = self.pages.records[block[-1]] if block else None
+        head: list[int] = list(last.tokens) if fill and last else []
+        root = (last.parent_hash if fill else last.hash) if last else ROOT_HASH
+        assert root is not None and len(head) == fill
+        return run_keys(root, head, tokens, count, c)
+
+    def _unwrite(self, rid: int, block: list[int], opened: list[PageRecord], linked: list[PageRecord],
+                 sealed: list[PageRecord]) -> None:
+        """Undo of ``events``' own records (one closure a write: no garbage a page until the commit, which
+        would scatter the next request's token ints): hashes unset, pages unlinked, slots and records
+        given back."""
+        for rec in sealed:
+            rec.hash = None
+        for rec in reversed(linked):
+            self.index.remove_child(rec.parent_hash, rec.pid)
+            self._unlink(rid, block)
+        for rec in reversed(opened):
+            self.storage.free_slot(rec)
+            self.pages.remove(rec.pid)
 
     def seal_hashes(self, recs: list[PageRecord], last: Sequence[int]) -> np.ndarray:
         """``seal_hash`` for many pages, each sealed by one last token (``last[i]`` for ``recs[i]``, a decode
@@ -176,15 +191,8 @@ class PageWriter:
             self.undo(_setter(rec, "hash", None))
         return rows
 
-    def open(self, reader: ReaderRecord) -> int:
-        """Take a fresh page id and GPU slot for the reader's next block and fire ``open``."""
-        rec = self.fresh(reader)
-        self.pipe.fire("open", reader.rid, rec.pid)
-        self.link(reader, rec)
-        return rec.pid
-
-    def fresh(self, reader: ReaderRecord) -> PageRecord:
-        """A fresh page id, its record and a GPU slot for the reader's next block (inside a transaction)."""
+    def record(self, reader: ReaderRecord) -> PageRecord:
+        """A fresh page id and its record for the reader's next block (no slot; the caller undoes it)."""
         block = reader.block
         parent = block[-1] if block else -1
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
@@ -194,8 +202,13 @@ class PageWriter:
                                writer=reader.name, bytes=self.page_bytes)
         rec = PageRecord(pid, parent, parent_hash, meta)
         self.pages.add(rec)
-        self.undo(lambda: _none(self.pages.remove(pid)))
-        self.storage.place(rec, self.storage.slots.take(pid), 0)
+        return rec
+
+    def fresh(self, reader: ReaderRecord) -> PageRecord:
+        """A fresh page id, its record and a GPU slot for the reader's next block (inside a transaction)."""
+        rec = self.record(reader)
+        self.undo(lambda: self.pages.remove(rec.pid))
+        self.storage.place(rec, self.storage.slots.take(rec.pid), 0)
         self.undo(lambda: self.storage.free_slot(rec))
         return rec
 
@@ -210,9 +223,7 @@ class PageWriter:
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
 
     def _unlink(self, rid: int, block: list[int]) -> None:
-        """Undo of ``link``: the page leaves the end of the block table, the tip goes back to the page
-        before it (one closure a page: nothing else kept until the commit, whose garbage would scatter
-        the next request's token ints)."""
+        """Undo of a link: the page leaves the end of the block table, the tip back to the one before."""
         block.pop()
         self.tips.point(rid, self.pages.records[block[-1]] if block else None)
 
@@ -247,9 +258,10 @@ class PageWriter:
         total = sum(len(toks) for _, _, toks, _ in pending)
         if many is not None and len(pending) > 1 and total >= 32:
             counts = np.fromiter((len(toks) for _, _, toks, _ in pending), dtype=np.int64, count=len(pending))
-            try:
-                toks_all = np.fromiter((t for _, _, toks, _ in pending for t in toks), dtype=np.int64,
-                                       count=total).view(np.uint64)
+            try:  # a run's tokens are an unsigned 64-bit array (inputs.py) or a short list: no copy a token
+                toks_all = np.concatenate([np.frombuffer(toks, dtype=np.uint64) if isinstance(toks, array)
+                                           and toks.typecode == "Q" else np.array(toks, dtype=np.uint64)
+                                           for _, _, toks, _ in pending])
             except OverflowError:
                 toks_all = None
             if toks_all is not None:
@@ -288,10 +300,6 @@ class PageWriter:
 
 def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
     return lambda: setattr(obj, name, value)
-
-
-def _none(_: object) -> None:
-    return None
 
 
 _PID = attrgetter("pid")

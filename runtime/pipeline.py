@@ -28,6 +28,7 @@ import numpy as np
 
 from .batch import VectorFiring
 from .batchplan import BatchPlanner
+from .chainplan import ChainPlan, build_chain
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, READER_PAGES
 from .errors import ConfigError, DomainError, GuardRefused, IntegrityError
@@ -68,6 +69,7 @@ class Pipeline:
         self._fire_plans: dict[str, Callable[[Any, Any, Any, Any], None]] = {}  # fireplan.py, built when first fired
         self._allow_plans: dict[str, Callable[[Any, Any], bool]] = {}
         self._propose_plans: dict[str, Callable[[Any, Any], bool]] = {}
+        self._chains: dict[tuple[str, str, str], ChainPlan] = {}  # chainplan.py, built when first asked
         self.vector_firings = 0  # firings decided by the vector backend (batches with a plan)
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
@@ -91,6 +93,7 @@ class Pipeline:
         self._fire_plans.clear()  # the plans call the watchers they saw when built
         self._allow_plans.clear()
         self._propose_plans.clear()
+        self._chains.clear()
 
     def notify(self, name: str, index: Any) -> None:
         """Tell the watchers of ``name`` that it changed at ``index``."""
@@ -392,6 +395,37 @@ class Pipeline:
             VectorFiring(self, ev, plan, r, pages, k).run(True)
             return
         self.fire_each(ev, r, pages, k, True)
+
+    def chain(self, head: str, repeated: str, tail: str) -> ChainPlan:
+        """``chain(r, p, first, k, last)``: fire ``head`` for reader ``r`` on page ``p`` if ``first``, then
+        ``repeated`` ``k`` times, then ``tail`` if ``last``, each firing seeing the ones before (the
+        page a long write fills: open, its appends, seal).  The generated chain of their plans
+        (chainplan.py) on the fast path; otherwise ``fire``, ``fire_repeat`` and ``fire`` in turn."""
+        key = (head, repeated, tail)
+        found = self._chains.get(key)
+        if found is None:
+            evs = self.cspec.events
+            rep = evs[repeated]
+            plan = self.planner.plan(rep, 0, 0, repeat=True) if self.fast and not self.strict else None
+            found = build_chain(self, self._context, evs[head], rep, plan, evs[tail], self._repeat_each)
+            if found is None:
+                fire, fire_repeat = self.fire, self.fire_repeat
+
+                def found(r: int, p: int, first: bool, k: int, last: bool) -> None:
+                    if first:
+                        fire(head, r, p)
+                    if k > 2:
+                        fire_repeat(repeated, r, p, k)
+                    else:
+                        for _ in range(k):
+                            fire(repeated, r, p)
+                    if last:
+                        fire(tail, r, p)
+            self._chains[key] = found
+        return found
+
+    def _repeat_each(self, ev: CompiledEvent, r: int, p: int, k: int) -> None:
+        self.fire_each(ev, r, np.full(k, p, dtype=np.int64), k, True)
 
     def fire_each(self, ev: CompiledEvent, r: Any, p: Any, count: int, atomic: bool) -> np.ndarray:
         """A batch fired one single firing at a time (all or none inside a transaction when ``atomic``);

@@ -27,10 +27,11 @@ from .config import RuntimeConfig
 from .decode import DecodeStep
 from .errors import BadInputError, DuplicateSequenceError, MorphcacheError
 from .index import PrefixIndex
+from .inputs import Spans, token_types
 from .lease import Lease
 from .morphology import Morphology
 from .pages import PageDirectory
-from .pagewriter import PageWriter, Pending, Spans, token_types
+from .pagewriter import PageWriter, Pending
 from .pipeline import Pipeline
 from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam

@@ -105,15 +105,15 @@ def test_a_long_write_undone_midway_points_the_tip_back(monkeypatch: pytest.Monk
     writer = m.parts.sequences.writer
     rid = m.parts.readers.sequence("w").rid
     before = (int(writer.tips.page[rid]), int(writer.tips.slot[rid]), writer.tips.record[rid])
-    fresh, calls = writer.fresh, []
+    record, calls = writer.record, []
 
     def failing(reader: object) -> object:
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("fault at the third page")
-        return fresh(reader)
+        return record(reader)
 
-    monkeypatch.setattr(writer, "fresh", failing)
+    monkeypatch.setattr(writer, "record", failing)
     with pytest.raises(RuntimeError):
         m.append("w", toks(50, 40))
     assert len(calls) == 3
