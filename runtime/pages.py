@@ -81,11 +81,18 @@ class PageRecord:
         self.parent = parent  # page id of the block before it, -1 at depth 0
         self.parent_hash = parent_hash
         self.hash: int | None = None  # chain hash, set when the page is sealed
-        self.tokens: list[int] = []
+        self.tokens: list[int] | tuple[int, ...] = []  # a list while filling, a tuple once sealed
         self.children = 0  # live pages whose parent this page is
         self.gpu_slot = -1  # GPU pool slot while the page occupies one
         self.checksum: int | None = None  # checksum of the payload when it left the GPU
         self.meta = meta
+
+    def extend(self, tokens: Iterable[int]) -> int:
+        """The filling page takes ``tokens`` after its own; how many it holds now."""
+        held = self.tokens
+        assert isinstance(held, list), f"page {self.pid} is sealed"
+        held.extend(tokens)
+        return len(held)
 
     @property
     def depth(self) -> int:

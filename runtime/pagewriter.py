@@ -196,9 +196,8 @@ class PageWriter:
         self.write_data(pending)
         sealed: list[PageRecord] = []
         for rec, _, toks, kinds in pending:
-            rec.tokens.extend(toks)
             meta = rec.meta
-            meta.tokens = len(rec.tokens)
+            meta.tokens = rec.extend(toks)
             if kinds is not None and any(kinds):
                 meta.types = meta.types | {k for k in kinds if k}
             if meta.tokens == c:
@@ -247,7 +246,7 @@ class PageWriter:
         assert rec.hash is not None
         rec.meta.hash = rec.hash
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
-        self.index.seal(rec.pid, rec.parent, rec.tokens)
+        rec.tokens = self.index.seal(rec.pid, rec.parent, rec.tokens)
         self.index.add_sealed(rec.hash, rec.pid)
         self.seam.updated(rec)
 
