@@ -192,7 +192,7 @@ class DecodeStep:
         def after(pending: list[Pending]) -> None:
             self.seam.tick()
             for rec, token in zip(recs, tokens, strict=True):
-                rec.tokens.append(token)
+                rec.token_ids.append(token)
                 rec.meta.tokens = c
             step.held.append((self.tips.slot[rids], step.front[seals] // c, step.fill[seals], step.array[seals]))
             self.flush(step)  # the bytes before the pages' morphology (compression reads them)
@@ -260,4 +260,4 @@ def _restore_slide(reader: ReaderRecord, value: int) -> Callable[[], None]:
     return undo
 
 
-_RID, _PID, _TOKENS = attrgetter("rid"), attrgetter("pid"), attrgetter("tokens")
+_RID, _PID, _TOKENS = attrgetter("rid"), attrgetter("pid"), attrgetter("token_ids")

@@ -140,7 +140,7 @@ class PageWriter:
 
     def seal_hash(self, rec: PageRecord, chunk: Sequence[int]) -> None:
         """Set the chain hash of ``rec``, sealed by its last tokens ``chunk`` (inside a transaction)."""
-        rec.hash = chain_hash(rec.parent_hash, list(rec.tokens) + list(chunk))
+        rec.hash = chain_hash(rec.parent_hash, list(rec.token_ids) + list(chunk))
         self.undo(_setter(rec, "hash", None))
 
     def open(self, reader: ReaderRecord) -> int:
@@ -157,9 +157,8 @@ class PageWriter:
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
         assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
         pid = self.store.alloc_page()
-        meta = self.pages.meta(pid, len(block), session=reader.session, task=reader.task,
-                               writer=reader.name, bytes=self.page_bytes)
-        rec = PageRecord(pid, parent, parent_hash, meta)
+        rec = self.pages.record(pid, parent, parent_hash, len(block), session=reader.session, task=reader.task,
+                                writer=reader.name, bytes=self.page_bytes)
         self.pages.add(rec)
         self.undo(lambda: _none(self.pages.remove(pid)))
         self.storage.place(rec, self.storage.slots.take(pid), 0)
@@ -173,7 +172,7 @@ class PageWriter:
         block.append(pid)
         self.tips.point(reader.rid, rec)
         self.undo(lambda: self._unlink(reader.rid, block))
-        self.index.add_child(parent_hash, pid, rec.tokens, rec.parent)
+        self.index.add_child(parent_hash, pid, rec.token_ids, rec.parent)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
 
     def _unlink(self, rid: int, block: list[int]) -> None:
@@ -188,7 +187,7 @@ class PageWriter:
         and of every write (one tick), the bytes to the data plane, the tokens to the records, then the
         pages it sealed hashed into the index and their morphology proposed (``sealed_many``)."""
         seam, c = self.seam, self.C
-        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.tokens]
+        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
         for rec in fresh:
             seam.inserted(rec)
         seam.holders(list(map(_PID, fresh)), 1)
@@ -246,7 +245,7 @@ class PageWriter:
         assert rec.hash is not None
         rec.meta.hash = rec.hash
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
-        rec.tokens = self.index.seal(rec.pid, rec.parent, rec.tokens)
+        rec.token_ids = self.index.seal(rec.pid, rec.parent, rec.token_ids)
         self.index.add_sealed(rec.hash, rec.pid)
         self.seam.updated(rec)
 
