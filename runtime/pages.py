@@ -116,10 +116,8 @@ class PageDirectory:
         self.cols = MetaColumns(capacity)
 
     def record(self, pid: int, parent: int, parent_hash: int, depth: int, **kwargs: Any) -> PageRecord:
-        """A fresh record for page ``pid`` (its columns reset; ``kwargs``: PageMeta fields), not added yet."""
-        self.cols.ensure(pid)
-        for col in (self.cols.last_use, self.cols.uses, self.cols.holders):
-            col[pid] = 0
+        """A fresh record for page ``pid`` (``kwargs``: PageMeta fields; its columns are reset by
+        PageMeta's constructor, which sets ``last_use``, ``uses`` and ``holders``), not added yet."""
         return PageRecord(self.cols, pid, parent, parent_hash, depth, **kwargs)
 
     def metas_of(self, pids: Iterable[int] | None, ids: np.ndarray | None = None) -> MetaBatch:
