@@ -20,7 +20,7 @@ live pages must not cost the garbage collector a container each.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -30,7 +30,7 @@ class Continuations:
 
     def __init__(self) -> None:
         self.info: dict[int, tuple[int, int, int]] = {}  # pid -> (hash it continues, parent page, open order)
-        self.tokens: dict[int, list[int]] = {}  # pid -> its token list (the record's, still growing)
+        self.tokens: dict[int, Sequence[int]] = {}  # pid -> its tokens (the record's list while it grows)
         self._added = 0
         self._first: dict[tuple[int, int], int | dict[int, None]] = {}  # (hash, first token) -> page(s)
         self._unfiled: dict[int, dict[int, None]] = {}  # hash -> pages with no token yet (the others: filed)
@@ -40,7 +40,7 @@ class Continuations:
     def __len__(self) -> int:
         return len(self.info)
 
-    def add(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
+    def add(self, parent_hash: int, pid: int, tokens: Sequence[int], parent: int) -> None:
         """Page ``pid`` (``tokens``: its token list, still growing), whose parent is page ``parent``,
         continues ``parent_hash``."""
         old = self.info.get(pid)
@@ -58,6 +58,13 @@ class Continuations:
             self._file(parent_hash, pid, tokens[0])
         else:
             self._unfiled.setdefault(parent_hash, {})[pid] = None
+
+    def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
+        """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""
+        kept = tuple(tokens)
+        if pid in self.tokens:
+            self.tokens[pid] = kept
+        return kept
 
     def remove(self, parent_hash: int, pid: int) -> None:
         """``pid`` no longer continues ``parent_hash``."""

@@ -188,7 +188,7 @@ class SealedRows:
                 return at + 1
         return k
 
-    def problems(self, records: dict[int, tuple[int, list[int]]]) -> list[str]:
+    def problems(self, records: dict[int, tuple[int, Sequence[int]]]) -> list[str]:
         """Disagreements with ``records`` (sealed page -> (parent, tokens)); empty when consistent."""
         out = []
         for pid, (parent, tokens) in records.items():
@@ -214,7 +214,7 @@ class PrefixIndex:
         self.table = KeyTable()  # by_hash, for many keys at once
         self.scratch = Scratch()
 
-    def add_child(self, parent_hash: int, pid: int, tokens: list[int], parent: int) -> None:
+    def add_child(self, parent_hash: int, pid: int, tokens: Sequence[int], parent: int) -> None:
         """Make page ``pid`` (tokens still growing), whose parent is page ``parent`` (-1 at depth 0), a
         candidate continuation of ``parent_hash``."""
         self.kids.add(parent_hash, pid, tokens, parent)
@@ -223,9 +223,13 @@ class PrefixIndex:
         """Forget ``pid`` as a continuation."""
         self.kids.remove(parent_hash, pid)
 
-    def seal(self, pid: int, parent: int, tokens: Sequence[int] | np.ndarray) -> None:
-        """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not)."""
+    def seal(self, pid: int, parent: int, tokens: Sequence[int], row: np.ndarray | None = None) -> tuple[int, ...]:
+        """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not; ``row``:
+        the same tokens as a uint64 row, when the caller has one); its tokens as the tuple its record and
+        continuation keep from now on (no container for the GC)."""
+        self.sealed.seal(pid, parent, tokens if row is None else row)
         self.sealed.seal(pid, parent, tokens)
+        return self.kids.sealed_tokens(pid, tokens)
 
     def forget(self, pid: int) -> None:
         """Drop what the index keeps of page ``pid`` beyond its entries (its row and class, its hash)."""

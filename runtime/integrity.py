@@ -215,7 +215,7 @@ def _caches(m: CacheManager, problems: list[str]) -> None:
     problems.extend(p.index.table.problems(p.index.by_hash))
     c = p.index.page_size
     problems.extend(p.index.sealed.problems(
-        {pid: (rec.parent, rec.tokens) for pid, rec in p.pages.records.items() if len(rec.tokens) == c}))
+        {pid: (rec.parent, rec.token_ids) for pid, rec in p.pages.records.items() if len(rec.token_ids) == c}))
     disk = p.storage.disk
     if disk is not None and disk.leftovers and m.metrics().extra.get("disk_leftover_files", 0) != len(disk.leftovers):
         problems.append(f"{len(disk.leftovers)} leftover disk files, not all counted")

@@ -135,7 +135,8 @@ class Lookups:
             src = int(ids[nfull])
             rec = self.pages.get(src)
             n = pos % self.C
-            partial = PartialSnapshot(nfull, src, tuple(rec.tokens[:n]), self.storage.data.read_prefix(rec.gpu_slot, n))
+            partial = PartialSnapshot(nfull, src, tuple(rec.token_ids[:n]),
+                                      self.storage.data.read_prefix(rec.gpu_slot, n))
         return self.leases.acquire(reader, ids[:nfull], pos, partial)
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None

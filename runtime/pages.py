@@ -3,17 +3,22 @@ state store, the payload in the tiers).
 
 ::
 
-    page id   parent  depth  hash        tokens        gpu slot  checksum   meta (PageMeta)
-    7         -1      0      0x3fa1...   [1, 2, 3, 4]  5         -          tier gpu, pooled, 2 uses
+    page id   parent  depth  hash        token_ids     gpu slot  checksum   its PageMeta fields
+    7         -1      0      0x3fa1...   (1, 2, 3, 4)  5         -          tier gpu, pooled, 2 uses
     12        7       1      None        [5, 6]        9         -          tier gpu, filling
 
 A page's parent is the page at the block before it in the sequence that wrote it; its chain hash is
 set when it is sealed.  Children keep their parent alive (the collector never forgets a page with
 live children), so every live page's chain of ancestors exists.
 
+One object a page: the record *is* the page's ``PageMeta`` (what a policy is shown), and its token
+ids are a list while it fills, a tuple once it is sealed (a tuple of ints is untracked by the
+garbage collector).  Tens of thousands of live pages then cost the collector one container each,
+where a record, a separate metadata object and a token list cost three.
+
 The metadata the runtime updates for many pages at once (``last_use``, ``uses``, ``holders``: a
 lookup touches its whole hit, an attach a whole prefix) lives in numpy columns; a live page's
-``PageMeta`` reads them, so a policy sees the current values.
+record reads them, so a policy sees the current values.
 """
 
 from __future__ import annotations
@@ -71,26 +76,36 @@ class LivePageMeta(PageMeta):
         super().__init__(page, depth, **kwargs)
 
 
-class PageRecord:
-    """Chain facts of one page: where it sits, what it holds, where its payload is."""
+class PageRecord(LivePageMeta):
+    """Chain facts of one page: where it sits, what it holds, where its payload is; and its policy
+    metadata (``meta`` is the record itself; ``tokens`` there is how many it holds, ``token_ids``
+    which; ``hash`` is its chain hash, None until it is sealed)."""
 
-    __slots__ = ("pid", "parent", "parent_hash", "hash", "tokens", "children", "gpu_slot", "checksum", "meta")
+    __slots__ = ("pid", "parent", "parent_hash", "token_ids", "children", "gpu_slot", "checksum")
 
-    def __init__(self, pid: int, parent: int, parent_hash: int, meta: PageMeta) -> None:
+    def __init__(self, cols: MetaColumns, pid: int, parent: int, parent_hash: int, depth: int, **kwargs: Any) -> None:
+        cols.ensure(pid)
+        self.cols = cols
+        PageMeta.__init__(self, pid, depth, **kwargs)
         self.pid = pid
         self.parent = parent  # page id of the block before it, -1 at depth 0
         self.parent_hash = parent_hash
-        self.hash: int | None = None  # chain hash, set when the page is sealed
-        self.tokens: list[int] = []
+        self.token_ids: list[int] | tuple[int, ...] = []  # a list while filling, a tuple once sealed
         self.children = 0  # live pages whose parent this page is
         self.gpu_slot = -1  # GPU pool slot while the page occupies one
         self.checksum: int | None = None  # checksum of the payload when it left the GPU
-        self.meta = meta
 
     @property
-    def depth(self) -> int:
-        """Block index of the page in every chain holding it."""
-        return self.meta.depth
+    def meta(self) -> PageRecord:
+        """The page's PageMeta: the record itself."""
+        return self
+
+    def extend(self, tokens: Iterable[int]) -> int:
+        """The filling page takes ``tokens`` after its own; how many it holds now."""
+        held = self.token_ids
+        assert isinstance(held, list), f"page {self.pid} is sealed"
+        held.extend(tokens)
+        return len(held)
 
 
 class PageDirectory:
@@ -98,20 +113,17 @@ class PageDirectory:
 
     def __init__(self, capacity: int = 64) -> None:
         self.records: dict[int, PageRecord] = {}
-        self.metas: dict[int, PageMeta] = {}
         self.cols = MetaColumns(capacity)
 
-    def meta(self, pid: int, depth: int, **kwargs: Any) -> LivePageMeta:
-        """A fresh PageMeta for page ``pid`` (its columns reset)."""
-        self.cols.ensure(pid)
-        for col in (self.cols.last_use, self.cols.uses, self.cols.holders):
-            col[pid] = 0
-        return LivePageMeta(self.cols, pid, depth, **kwargs)
+    def record(self, pid: int, parent: int, parent_hash: int, depth: int, **kwargs: Any) -> PageRecord:
+        """A fresh record for page ``pid`` (``kwargs``: PageMeta fields; its columns are reset by
+        PageMeta's constructor, which sets ``last_use``, ``uses`` and ``holders``), not added yet."""
+        return PageRecord(self.cols, pid, parent, parent_hash, depth, **kwargs)
 
     def metas_of(self, pids: Iterable[int] | None, ids: np.ndarray | None = None) -> MetaBatch:
         """The PageMeta of each of ``pids`` (live pages; ``ids`` the same as an array, ``pids`` None
-        when only the array is at hand), each built when it is read."""
-        return MetaBatch(None if pids is None else list(pids), self.metas.__getitem__, ids)
+        when only the array is at hand), each read when it is read."""
+        return MetaBatch(None if pids is None else list(pids), self.records.__getitem__, ids)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -125,14 +137,12 @@ class PageDirectory:
     def add(self, record: PageRecord) -> None:
         """Register a new page record (its id was just allocated in the state store)."""
         self.records[record.pid] = record
-        self.metas[record.pid] = record.meta
         if record.parent >= 0:
             self.records[record.parent].children += 1
 
     def remove(self, pid: int) -> PageRecord:
         """Forget a page record (and its link to its parent)."""
         record = self.records.pop(pid)
-        del self.metas[pid]
         parent = self.records.get(record.parent)
         if parent is not None:
             parent.children -= 1

@@ -134,7 +134,7 @@ class PageWriter:
                 chain(rid, rec.pid, True, step - seals, seals)
                 block.append(rec.pid)
                 linked.append(rec)
-                add_child(rec.parent_hash, rec.pid, rec.tokens, rec.parent)
+                add_child(rec.parent_hash, rec.pid, rec.token_ids, rec.parent)
             else:
                 rec = records[block[-1]]
                 chain(rid, rec.pid, False, step - seals, seals)
@@ -159,7 +159,7 @@ class PageWriter:
         c, block = self.C, reader.block
         fill, count = start % c, (start + len(tokens)) // c - start // c
         last = self.pages.records[block[-1]] if block else None
-        head: list[int] = list(last.tokens) if fill and last else []
+        head: list[int] = list(last.token_ids) if fill and last else []
         root = (last.parent_hash if fill else last.hash) if last else ROOT_HASH
         assert root is not None and len(head) == fill
         return run_keys(root, head, tokens, count, c)
@@ -183,7 +183,7 @@ class PageWriter:
         step's): one digest over their rows (inside a transaction).  Returns the rows (pages x C tokens)."""
         flat: list[int] = []
         for rec, token in zip(recs, last, strict=True):
-            flat += rec.tokens
+            flat += rec.token_ids
             flat.append(token)
         rows = np.frombuffer(array("Q", flat), dtype=np.uint64).reshape(len(recs), self.C)
         for rec, h in zip(recs, chain_hashes([rec.parent_hash for rec in recs], rows), strict=True):
@@ -198,9 +198,8 @@ class PageWriter:
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
         assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
         pid = self.store.alloc_page()
-        meta = self.pages.meta(pid, len(block), session=reader.session, task=reader.task,
-                               writer=reader.name, bytes=self.page_bytes)
-        rec = PageRecord(pid, parent, parent_hash, meta)
+        rec = self.pages.record(pid, parent, parent_hash, len(block), session=reader.session, task=reader.task,
+                                writer=reader.name, bytes=self.page_bytes)
         self.pages.add(rec)
         return rec
 
@@ -219,7 +218,7 @@ class PageWriter:
         block.append(pid)
         self.tips.point(reader.rid, rec)
         self.undo(lambda: self._unlink(reader.rid, block))
-        self.index.add_child(parent_hash, pid, rec.tokens, rec.parent)
+        self.index.add_child(parent_hash, pid, rec.token_ids, rec.parent)
         self.undo(lambda: self.index.remove_child(parent_hash, pid))
 
     def _unlink(self, rid: int, block: list[int]) -> None:
@@ -232,7 +231,7 @@ class PageWriter:
         and of every write (one tick), the bytes to the data plane, the tokens to the records, then the
         pages it sealed hashed into the index and their morphology proposed (``sealed_many``)."""
         seam, c = self.seam, self.C
-        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.tokens]
+        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
         for rec in fresh:
             seam.inserted(rec)
         seam.holders(list(map(_PID, fresh)), 1)
@@ -240,9 +239,8 @@ class PageWriter:
         self.write_data(pending)
         sealed: list[PageRecord] = []
         for rec, _, toks, kinds in pending:
-            rec.tokens.extend(toks)
             meta = rec.meta
-            meta.tokens = len(rec.tokens)
+            meta.tokens = rec.extend(toks)
             if kinds is not None and any(kinds):
                 meta.types = meta.types | {k for k in kinds if k}
             if meta.tokens == c:
@@ -293,7 +291,7 @@ class PageWriter:
         assert rec.hash is not None
         rec.meta.hash = rec.hash
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
-        self.index.seal(rec.pid, rec.parent, rec.tokens if row is None else row)
+        rec.token_ids = self.index.seal(rec.pid, rec.parent, rec.token_ids, row)
         self.index.add_sealed(rec.hash, rec.pid)
         self.seam.updated(rec)
 

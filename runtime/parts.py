@@ -186,6 +186,6 @@ class Parts:
         out: dict[str, Any] = {name: dec(name, store.page(name, pid)) for name in store.page_names}
         holders = store.readers_at(("block",), pid)
         names = tuple(sorted(self.readers.by_rid[r].name or f"#{r}" for r in holders if r in self.readers.by_rid))
-        out.update(tokens=tuple(rec.tokens), gpu_slot=rec.gpu_slot, sequences=names, children=rec.children,
+        out.update(tokens=tuple(rec.token_ids), gpu_slot=rec.gpu_slot, sequences=names, children=rec.children,
                    meta=rec.meta)
         return out

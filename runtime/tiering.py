@@ -285,7 +285,7 @@ class TierMover:
             self.storage.slots.give(slot)
             raise
         self.storage.place(rec, slot, self._gen(pid))
-        self.storage.data.recompute(slot, rec.depth, rec.tokens)
+        self.storage.data.recompute(slot, rec.depth, rec.token_ids)
         self.seam.moved(rec, "gpu")
         self.metrics.extra["recomputed_pages"] += 1
 

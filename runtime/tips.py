@@ -65,7 +65,7 @@ class Tips:
         if rec is None:
             self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = -1, -1, None, None
         else:
-            self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = rec.pid, rec.gpu_slot, rec, rec.tokens
+            self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = rec.pid, rec.gpu_slot, rec, rec.token_ids
 
     def mismatches(self, tables: dict[int, list[int]], slot_of: Callable[[int], int]) -> list[str]:
         """What disagrees with the block tables ``tables`` (reader id -> its pages) and, for a last page
@@ -77,7 +77,8 @@ class Tips:
             if have != want:
                 out.append(f"reader #{rid}: last block {want}, tip column {have}")
             elif want >= 0 and (self.record[rid] is None or self.record[rid].pid != want
-                                or self.tokens[rid] is not self.record[rid].tokens):
+                                or self.tokens[rid] is not self.record[rid].token_ids
+                                and self.record[rid].token_ids.__class__ is list):  # sealed: a tuple now
                 out.append(f"reader #{rid}: last block {want}, its record or token list not in the tip columns")
             elif want >= 0:
                 slot = slot_of(want)

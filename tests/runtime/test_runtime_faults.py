@@ -171,19 +171,19 @@ def test_undeletable_disk_file_is_a_counted_leftover_and_is_cleaned_later(
     pid = m.cached_pages()[0]
     m.offload(pid, "disk")
     path = m.disk.path(pid)
-    real_unlink = Path.unlink
+    real_unlink = os.unlink
 
-    def unlink(self: Path, missing_ok: bool = False) -> None:
-        if self == path:
+    def unlink(file: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(file) == path:
             raise PermissionError(13, "Read-only file system")
-        real_unlink(self, missing_ok)
+        real_unlink(file, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "unlink", unlink)
+    monkeypatch.setattr(tiers_module.os, "unlink", unlink)
     m.prefetch(pid).result()  # lands; its file cannot be deleted
     assert m.page_state(pid)["tier"] == "gpu" and path.exists()
     assert m.metrics().extra["disk_leftover_files"] == 1
     m.check_integrity()
-    monkeypatch.setattr(Path, "unlink", real_unlink)
+    monkeypatch.setattr(tiers_module.os, "unlink", real_unlink)
     m.offload(m.cached_pages()[1], "host")  # the next move sweeps the leftovers
     assert not path.exists() and m.metrics().extra["disk_leftover_files"] == 0
     m.check_integrity()

@@ -118,7 +118,7 @@ def _prefix(m: CacheManager, pid: int) -> list[int]:
     chain = []
     while pid >= 0:
         rec = m.parts.pages.records[pid]
-        chain.append(list(rec.tokens))
+        chain.append(list(rec.token_ids))
         pid = rec.parent
     return [t for page in reversed(chain) for t in page]
 
