@@ -176,7 +176,7 @@ class DecodeStep:
                 return
             done, c = sealing[0], self.C
             for rec, token in zip(done.recs, done.tokens, strict=True):
-                rec.token_ids.append(token)
+                rec.extend((token,))
                 rec.meta.tokens = c
             step.held.append(done.at)
             self.flush(step)  # the bytes before the pages' morphology (compression reads them)

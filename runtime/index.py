@@ -29,6 +29,9 @@ of the page accepted before it (the root's at block 0)::
     class(page)         = intern[(class(parent page), tokens of the page)]      class(root) = 1
     accept candidate i  <=>  rows[cand[i]] == request page i
                              and  pclass[cand[i]] == (class(cand[i-1]) if i else class(root))
+
+The module is a little longer than most: the walk and the sealed rows it verifies against read best
+together.
 """
 
 from __future__ import annotations

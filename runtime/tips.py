@@ -65,7 +65,8 @@ class Tips:
         if rec is None:
             self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = -1, -1, None, None
         else:
-            self.page[rid], self.slot[rid], self.record[rid], self.tokens[rid] = rec.pid, rec.gpu_slot, rec, rec.token_ids
+            self.page[rid], self.slot[rid], self.record[rid] = rec.pid, rec.gpu_slot, rec
+            self.tokens[rid] = rec.token_ids
 
     def mismatches(self, tables: dict[int, list[int]], slot_of: Callable[[int], int]) -> list[str]:
         """What disagrees with the block tables ``tables`` (reader id -> its pages) and, for a last page
