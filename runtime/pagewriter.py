@@ -282,6 +282,7 @@ class PageWriter:
         ``rows``: their tokens as a (pages x C) array, when the caller has one."""
         for i, rec in enumerate(recs):
             self._index_sealed(rec, None if rows is None else rows[i])
+        self.seam.updated_many(recs)  # the policy told of each, in order (nothing else told it between)
         pids = list(map(_PID, recs))
         if self.config.auto_compress:
             self.morph.maintain_many(pids)
@@ -295,7 +296,6 @@ class PageWriter:
         rec.meta.recovery_tokens = self.C * (rec.depth + 1)
         self.index.seal(rec.pid, rec.parent, rec.tokens if row is None else row)
         self.index.add_sealed(rec.hash, rec.pid)
-        self.seam.updated(rec)
 
 
 def _setter(obj: object, name: str, value: object) -> Callable[[], None]:

@@ -64,7 +64,8 @@ class Pipeline:
         self.describe = describe or (lambda rid: "no reader" if rid is None else f"reader #{rid}")
         self.fired: Counter[str] = Counter()
         self._fired_marks: list[int] = []  # where each open transaction's firings start in fired_log
-        self.fired_log: list[str] | None = None  # events fired inside transactions (undone on rollback)
+        # events fired inside transactions (undone on rollback): a name a firing, (name, k) for k at once
+        self.fired_log: list[str | tuple[str, int]] | None = None
         self._context = PlanContext(self, self._bounds, self._steps)
         self._fire_plans: dict[str, Callable[[Any, Any, Any, Any], None]] = {}  # fireplan.py, built when first fired
         self._allow_plans: dict[str, Callable[[Any, Any], bool]] = {}
@@ -136,8 +137,12 @@ class Pipeline:
         self.recorder.unmark(keep=False)
         start = self._fired_marks.pop()
         assert self.fired_log is not None
-        for name in self.fired_log[start:]:  # the rolled-back firings did not happen
-            self.fired[name] -= 1
+        fired = self.fired
+        for entry in self.fired_log[start:]:  # the rolled-back firings did not happen
+            if entry.__class__ is str:
+                fired[entry] -= 1  # type: ignore[index]
+            else:
+                fired[entry[0]] -= entry[1]  # type: ignore[index,operator]
         del self.fired_log[start:]
         if not self._fired_marks:
             self.fired_log = None
@@ -181,7 +186,7 @@ class Pipeline:
         """``k`` firings of ``name`` happened (undone with the transaction they happened in)."""
         self.fired[name] += k
         if self.fired_log is not None:
-            self.fired_log.extend([name] * k)
+            self.fired_log.append(name if k == 1 else (name, k))
 
     def allowed(self, name: str, r: int | None = None, p: int | None = None) -> bool:
         """Whether ``fire(name, r, p)`` would pass its source state and guard (bounds aside); changes
