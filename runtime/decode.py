@@ -230,9 +230,9 @@ class DecodeStep:
         if len(pids) >= pipeline.VECTOR_FROM:
             self.pipe.fire_batch(event, np.array(rids, dtype=np.int64), np.array(pids, dtype=np.int64), distinct=True)
             return
-        fire = self.pipe.fire
+        fire = self.pipe.firer(event)
         for rid, pid in zip(rids, pids, strict=True):
-            fire(event, rid, pid)
+            fire(rid, pid, None, None)
 
 
 class _Step:

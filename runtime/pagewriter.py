@@ -292,8 +292,9 @@ class PageWriter:
 
     def _index_sealed(self, rec: PageRecord, row: np.ndarray | None = None) -> None:
         assert rec.hash is not None
-        rec.meta.hash = rec.hash
-        rec.meta.recovery_tokens = self.C * (rec.depth + 1)
+        meta = rec.meta
+        meta.hash = rec.hash
+        meta.recovery_tokens = self.C * (meta.depth + 1)
         self.index.seal(rec.pid, rec.parent, rec.tokens if row is None else row)
         self.index.add_sealed(rec.hash, rec.pid)
 

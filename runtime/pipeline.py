@@ -158,6 +158,14 @@ class Pipeline:
             plan = self._fire_plans[name] = self._fire_plan(name)
         plan(r, p, params, observed)
 
+    def firer(self, name: str) -> Callable[[Any, Any, Any, Any], None]:
+        """``fire`` for event ``name`` as one callable of ``(r, p, params, observed)`` (for a caller firing
+        it several times in a row; fetch it again after ``watch``)."""
+        plan = self._fire_plans.get(name)
+        if plan is None:
+            plan = self._fire_plans[name] = self._fire_plan(name)
+        return plan
+
     def _fire_plan(self, name: str) -> Callable[[Any, Any, Any, Any], None]:
         ev = self.cspec.events.get(name)
         if ev is None:
