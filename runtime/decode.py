@@ -141,9 +141,9 @@ class DecodeStep:
 
         def events(pending: list[Pending]) -> None:
             if k:
-                opened.extend(map(writer.fresh, openers))
+                opened.extend(writer.fresh_many(openers))
                 self.fire_all("open", list(map(_RID, openers)), list(map(_PID, opened)))
-                deque(map(writer.link, openers, opened), maxlen=0)
+                writer.link_many(openers, opened)
             pids = tips.page[who]
             fired = self.pipe.fire_batch("append", who, pids, atomic=False, distinct=True)
             every_fired = bool(fired.all())

@@ -204,23 +204,34 @@ class PageWriter:
         self.pages.add(rec)
         return rec
 
-    def fresh(self, reader: ReaderRecord) -> PageRecord:
-        """A fresh page id, its record and a GPU slot for the reader's next block (inside a transaction)."""
-        rec = self.record(reader)
-        self.undo(lambda: self.pages.remove(rec.pid))
-        self.storage.place(rec, self.storage.slots.take(rec.pid), 0)
-        self.undo(lambda: self.storage.free_slot(rec))
-        return rec
+    def fresh_many(self, readers: list[ReaderRecord]) -> list[PageRecord]:
+        """A fresh page id, its record and a GPU slot for each reader's next block, in order (inside a
+        transaction; one undo for them all, as ``_unwrite`` gives a write's back)."""
+        opened: list[PageRecord] = []
+        self.undo(lambda: self._unwrite(-1, [], opened, [], []))
+        place, take = self.storage.place, self.storage.slots.take
+        for reader in readers:
+            rec = self.record(reader)
+            opened.append(rec)
+            place(rec, take(rec.pid), 0)
+        return opened
 
-    def link(self, reader: ReaderRecord, rec: PageRecord) -> None:
-        """The opened page ends the reader's block table (and its tip) and continues its parent in the
-        index."""
-        block, pid, parent_hash = reader.block, rec.pid, rec.parent_hash
-        block.append(pid)
-        self.tips.point(reader.rid, rec)
-        self.undo(lambda: self._unlink(reader.rid, block))
-        self.index.add_child(parent_hash, pid, rec.tokens, rec.parent)
-        self.undo(lambda: self.index.remove_child(parent_hash, pid))
+    def link_many(self, readers: list[ReaderRecord], recs: list[PageRecord]) -> None:
+        """Each opened page ends its reader's block table (and its tip) and continues its parent in the
+        index (inside a transaction; one undo)."""
+        linked: list[tuple[ReaderRecord, PageRecord]] = []
+        self.undo(lambda: self._unlink_many(linked))
+        point, add_child = self.tips.point, self.index.add_child
+        for reader, rec in zip(readers, recs, strict=True):
+            reader.block.append(rec.pid)
+            point(reader.rid, rec)
+            linked.append((reader, rec))
+            add_child(rec.parent_hash, rec.pid, rec.tokens, rec.parent)
+
+    def _unlink_many(self, linked: list[tuple[ReaderRecord, PageRecord]]) -> None:
+        for reader, rec in reversed(linked):
+            self.index.remove_child(rec.parent_hash, rec.pid)
+            self._unlink(reader.rid, reader.block)
 
     def _unlink(self, rid: int, block: list[int]) -> None:
         """Undo of a link: the page leaves the end of the block table, the tip back to the one before."""
