@@ -139,10 +139,10 @@ class Pipeline:
         assert self.fired_log is not None
         fired = self.fired
         for entry in self.fired_log[start:]:  # the rolled-back firings did not happen
-            if entry.__class__ is str:
-                fired[entry] -= 1  # type: ignore[index]
+            if isinstance(entry, str):
+                fired[entry] -= 1
             else:
-                fired[entry[0]] -= entry[1]  # type: ignore[index,operator]
+                fired[entry[0]] -= entry[1]
         del self.fired_log[start:]
         if not self._fired_marks:
             self.fired_log = None
