@@ -166,14 +166,16 @@ class VectorFiring:
         if pipe.recorder.enabled:
             self._apply_recorded(mask, values)
             return
-        idx = np.flatnonzero(mask)
-        if not len(idx):
+        every = bool(mask.all())  # (a decode step's: every firing passed, no index taken)
+        idx = None if every else np.flatnonzero(mask)
+        k = self.count if idx is None else len(idx)
+        if not k:
             return
         if plan.shape == "repeat":
             self._apply_repeat(values)
             return
-        pids = self.p if len(idx) == self.count else self.p[idx]
-        rids = None if self.r is None else (self.r if plan.shape == "one" else self.r[idx])
+        pids = self.p if idx is None else self.p[idx]
+        rids = None if self.r is None else (self.r if plan.shape == "one" or idx is None else self.r[idx])
         pid_list = pids.tolist() if isinstance(rids, np.ndarray) and plan.pair_writes else None  # one write a pair
         if pipe.sources[ev.name] != {ev.target} or ev.owner in pipe.watchers:  # else every owner is at the
             pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)  # target already: no change
@@ -181,14 +183,14 @@ class VectorFiring:
             if eff.scope == "reader" and plan.shape == "one":
                 pipe.write_many(eff.target, "reader", rids, None, int(value[-1]))
                 continue
-            vals = value if len(idx) == self.count else value[idx]
+            vals = value if idx is None else value[idx]
             if eff.scope != "page" and len(vals) > 8 and vals[0] == vals[-1] and vals.min() == vals.max():
                 pipe.write_many(eff.target, eff.scope, rids, pids, int(vals[0]), pid_list)  # one value for all
             else:
                 pipe.write_many(eff.target, eff.scope, rids, pids, vals, pid_list)
         pipe.names.inc.after(ev, rids, pids)
-        pipe.count(ev.name, len(idx))
-        pipe.vector_firings += len(idx)
+        pipe.count(ev.name, k)
+        pipe.vector_firings += k
 
     def _apply_repeat(self, values: list[np.ndarray]) -> None:
         """The same reader and page every time: what the last firing leaves is what stays."""

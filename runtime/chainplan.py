@@ -98,7 +98,7 @@ def repeat_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, plan: Plan
     same = pipe.sources[ev.name] == {ev.target} and ev.owner not in pipe.watchers  # the owner stays: unwritten
     body += [f"    {line}" for line in apply_lines(pipe, scope, ev, values, t, owner=not same)]
     body += [f"    fired[{ev.name!r}] += k", "    log = pipe.fired_log",
-             f"    if log is not None: log.extend([{ev.name!r}] * k)", "    pipe.vector_firings += k",
+             f"    if log is not None: log.append(({ev.name!r}, k))", "    pipe.vector_firings += k",
              f"else: repeat_each{t}(ev{t}, r, p, k)"]
     return body
 

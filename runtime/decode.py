@@ -141,9 +141,9 @@ class DecodeStep:
 
         def events(pending: list[Pending]) -> None:
             if k:
-                opened.extend(map(writer.fresh, openers))
+                opened.extend(writer.fresh_many(openers))
                 self.fire_all("open", list(map(_RID, openers)), list(map(_PID, opened)))
-                deque(map(writer.link, openers, opened), maxlen=0)
+                writer.link_many(openers, opened)
             pids = tips.page[who]
             fired = self.pipe.fire_batch("append", who, pids, atomic=False, distinct=True)
             every_fired = bool(fired.all())
@@ -230,9 +230,9 @@ class DecodeStep:
         if len(pids) >= pipeline.VECTOR_FROM:
             self.pipe.fire_batch(event, np.array(rids, dtype=np.int64), np.array(pids, dtype=np.int64), distinct=True)
             return
-        fire = self.pipe.fire
+        fire = self.pipe.firer(event)
         for rid, pid in zip(rids, pids, strict=True):
-            fire(event, rid, pid)
+            fire(rid, pid, None, None)
 
 
 class _Step:

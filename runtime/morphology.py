@@ -120,7 +120,15 @@ class Morphology:
         self._propose("build_index", [pid for pid in pids if self._stale_index(pid)])
         if self.config.auto_admit:
             pool = self.store.cols[POOL]
-            self.admit_many(self._propose("admit", [pid for pid in pids if pool[pid] != self._pooled], missed=True))
+            todo = [pid for pid in pids if pool[pid] != self._pooled]
+            quiet, self.quiet = self.quiet, True  # the admissions noted after them, in order (nothing
+            try:                                  # reads the pool's bookkeeping or tells the policy between)
+                missed = self._propose("admit", todo, missed=True)
+            finally:
+                self.quiet = quiet
+                if not quiet:
+                    self.note_pool(todo)
+            self.admit_many(missed)
         if self.config.release_tails:
             self._propose("release_tail", pids)
 

@@ -203,23 +203,34 @@ class PageWriter:
         self.pages.add(rec)
         return rec
 
-    def fresh(self, reader: ReaderRecord) -> PageRecord:
-        """A fresh page id, its record and a GPU slot for the reader's next block (inside a transaction)."""
-        rec = self.record(reader)
-        self.undo(lambda: self.pages.remove(rec.pid))
-        self.storage.place(rec, self.storage.slots.take(rec.pid), 0)
-        self.undo(lambda: self.storage.free_slot(rec))
-        return rec
+    def fresh_many(self, readers: list[ReaderRecord]) -> list[PageRecord]:
+        """A fresh page id, its record and a GPU slot for each reader's next block, in order (inside a
+        transaction; one undo for them all, as ``_unwrite`` gives a write's back)."""
+        opened: list[PageRecord] = []
+        self.undo(lambda: self._unwrite(-1, [], opened, [], []))
+        place, take = self.storage.place, self.storage.slots.take
+        for reader in readers:
+            rec = self.record(reader)
+            opened.append(rec)
+            place(rec, take(rec.pid), 0)
+        return opened
 
-    def link(self, reader: ReaderRecord, rec: PageRecord) -> None:
-        """The opened page ends the reader's block table (and its tip) and continues its parent in the
-        index."""
-        block, pid, parent_hash = reader.block, rec.pid, rec.parent_hash
-        block.append(pid)
-        self.tips.point(reader.rid, rec)
-        self.undo(lambda: self._unlink(reader.rid, block))
-        self.index.add_child(parent_hash, pid, rec.token_ids, rec.parent)
-        self.undo(lambda: self.index.remove_child(parent_hash, pid))
+    def link_many(self, readers: list[ReaderRecord], recs: list[PageRecord]) -> None:
+        """Each opened page ends its reader's block table (and its tip) and continues its parent in the
+        index (inside a transaction; one undo)."""
+        linked: list[tuple[ReaderRecord, PageRecord]] = []
+        self.undo(lambda: self._unlink_many(linked))
+        point, add_child = self.tips.point, self.index.add_child
+        for reader, rec in zip(readers, recs, strict=True):
+            reader.block.append(rec.pid)
+            point(reader.rid, rec)
+            linked.append((reader, rec))
+            add_child(rec.parent_hash, rec.pid, rec.token_ids, rec.parent)
+
+    def _unlink_many(self, linked: list[tuple[ReaderRecord, PageRecord]]) -> None:
+        for reader, rec in reversed(linked):
+            self.index.remove_child(rec.parent_hash, rec.pid)
+            self._unlink(reader.rid, reader.block)
 
     def _unlink(self, rid: int, block: list[int]) -> None:
         """Undo of a link: the page leaves the end of the block table, the tip back to the one before."""
@@ -280,6 +291,7 @@ class PageWriter:
         ``rows``: their tokens as a (pages x C) array, when the caller has one."""
         for i, rec in enumerate(recs):
             self._index_sealed(rec, None if rows is None else rows[i])
+        self.seam.updated_many(recs)  # the policy told of each, in order (nothing else told it between)
         pids = list(map(_PID, recs))
         if self.config.auto_compress:
             self.morph.maintain_many(pids)
@@ -289,11 +301,9 @@ class PageWriter:
 
     def _index_sealed(self, rec: PageRecord, row: np.ndarray | None = None) -> None:
         assert rec.hash is not None
-        rec.meta.hash = rec.hash
-        rec.meta.recovery_tokens = self.C * (rec.depth + 1)
+        rec.recovery_tokens = self.C * (rec.depth + 1)  # the record is its own PageMeta: hash set at the seal
         rec.token_ids = self.index.seal(rec.pid, rec.parent, rec.token_ids, row)
         self.index.add_sealed(rec.hash, rec.pid)
-        self.seam.updated(rec)
 
 
 def _setter(obj: object, name: str, value: object) -> Callable[[], None]:

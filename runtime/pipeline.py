@@ -64,7 +64,8 @@ class Pipeline:
         self.describe = describe or (lambda rid: "no reader" if rid is None else f"reader #{rid}")
         self.fired: Counter[str] = Counter()
         self._fired_marks: list[int] = []  # where each open transaction's firings start in fired_log
-        self.fired_log: list[str] | None = None  # events fired inside transactions (undone on rollback)
+        # events fired inside transactions (undone on rollback): a name a firing, (name, k) for k at once
+        self.fired_log: list[str | tuple[str, int]] | None = None
         self._context = PlanContext(self, self._bounds, self._steps)
         self._fire_plans: dict[str, Callable[[Any, Any, Any, Any], None]] = {}  # fireplan.py, built when first fired
         self._allow_plans: dict[str, Callable[[Any, Any], bool]] = {}
@@ -136,8 +137,12 @@ class Pipeline:
         self.recorder.unmark(keep=False)
         start = self._fired_marks.pop()
         assert self.fired_log is not None
-        for name in self.fired_log[start:]:  # the rolled-back firings did not happen
-            self.fired[name] -= 1
+        fired = self.fired
+        for entry in self.fired_log[start:]:  # the rolled-back firings did not happen
+            if isinstance(entry, str):
+                fired[entry] -= 1
+            else:
+                fired[entry[0]] -= entry[1]
         del self.fired_log[start:]
         if not self._fired_marks:
             self.fired_log = None
@@ -152,6 +157,14 @@ class Pipeline:
         if plan is None:
             plan = self._fire_plans[name] = self._fire_plan(name)
         plan(r, p, params, observed)
+
+    def firer(self, name: str) -> Callable[[Any, Any, Any, Any], None]:
+        """``fire`` for event ``name`` as one callable of ``(r, p, params, observed)`` (for a caller firing
+        it several times in a row; fetch it again after ``watch``)."""
+        plan = self._fire_plans.get(name)
+        if plan is None:
+            plan = self._fire_plans[name] = self._fire_plan(name)
+        return plan
 
     def _fire_plan(self, name: str) -> Callable[[Any, Any, Any, Any], None]:
         ev = self.cspec.events.get(name)
@@ -181,7 +194,7 @@ class Pipeline:
         """``k`` firings of ``name`` happened (undone with the transaction they happened in)."""
         self.fired[name] += k
         if self.fired_log is not None:
-            self.fired_log.extend([name] * k)
+            self.fired_log.append(name if k == 1 else (name, k))
 
     def allowed(self, name: str, r: int | None = None, p: int | None = None) -> bool:
         """Whether ``fire(name, r, p)`` would pass its source state and guard (bounds aside); changes

@@ -228,7 +228,7 @@ class StateStore:
         """Set a page value at many distinct pages."""
         vec = self.vecs[name]
         if self.journal is not None:
-            self.journal.append(("P", name, pids.copy(), vec[pids].copy()))
+            self.journal.append(("P", name, pids.copy(), vec[pids]))  # (a fancy index copies)
         vec[pids] = values
 
     def set_reader(self, name: str, rid: int, value: Any) -> None:
@@ -242,7 +242,7 @@ class StateStore:
         """Set a reader value at many distinct readers."""
         vec = self.rvecs[name]
         if self.journal is not None:
-            self.journal.append(("R", name, rids.copy(), vec[rids].copy()))
+            self.journal.append(("R", name, rids.copy(), vec[rids]))  # (a fancy index copies)
         vec[rids] = values
 
     def set_rp(self, name: str, rid: int, pid: int, value: Any) -> None:

@@ -127,10 +127,12 @@ class MemoryPageStore:
         """One token into each of many slots: ``tokens[i]`` at ``offsets[i]`` of the page at block
         ``depths[i]`` in ``slots[i]`` (the payload ``token_payload`` gives, column-wise)."""
         tok = tokens.astype(np.uint64, copy=False)
-        pos = (depths * self.page_size + offsets).astype(np.uint64)
+        pos = depths * self.page_size + offsets
+        pos = pos.view(np.uint64) if pos.dtype == np.int64 else pos.astype(np.uint64)  # non-negative: the same
         self.used[slots] = True
         # both little-endian words of each entry in one 64-bit write: low = token, high = position mix
-        self.entries[slots, offsets] = (tok & _LOW) | (((pos * _MIX + tok) & _LOW) << _HIGH)
+        # (the shift drops the mix's high word)
+        self.entries[slots, offsets] = (tok & _LOW) | ((pos * _MIX + tok) << _HIGH)
 
     def compress(self, slot: int) -> None:
         """Mark the slot's compressed entry as built (no tensors in this store)."""
