@@ -109,10 +109,9 @@ class DiskTier:
 
     def pwrite(self, data: bytes, offset: int) -> None:
         """Write ``data`` at ``offset`` of the slab, all of it (OSError if the system refuses)."""
-        body = memoryview(data)
-        while body:  # a short write: the rest
-            n = os.pwrite(self._fd, body, offset)
-            body, offset = body[n:], offset + n
+        done = os.pwrite(self._fd, data, offset)
+        while done < len(data):  # a short write: the rest
+            done += os.pwrite(self._fd, memoryview(data)[done:], offset + done)
 
     def put(self, pid: int, data: bytes, check: int, *, over: bool = False) -> None:
         """Write the page's record into a free slot, synced, then make it the page's.  ``over``: the

@@ -103,3 +103,12 @@ def test_one_manager_a_directory_and_a_fresh_slab_each(tmp_path: Path) -> None:
     again = DiskTier(tmp_path, 2, PAGE)
     assert records(again) == {} and len(again) == 0 and sorted(os.listdir(tmp_path)) == [".lock", "pages.slab"]
     again.close()
+
+
+def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = DiskTier(tmp_path, 2, PAGE)
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(disktier_module.os, "pwrite", lambda fd, data, off: real_pwrite(fd, bytes(data)[:7], off))
+    disk.put(1, payload(1), 1)
+    assert disk.get(1) == payload(1) and disk.remove(1) and records(disk) == {}
+    disk.close()
