@@ -263,7 +263,7 @@ class CacheManager:
 
     @property
     def disk(self) -> Any:
-        """The disk tier (its files: ``disk.path(pid)``), None when there is none."""
+        """The disk tier (a page's record in its slab: ``disk.locate(pid)``), None when there is none."""
         return self.parts.storage.disk
 
     @property

@@ -129,7 +129,8 @@ class Parts:
         pages = PageDirectory(ids)
         index = PrefixIndex(config.page_size)
         data = data if data is not None else MemoryPageStore(config.gpu_pages, config.page_size)
-        disk = DiskTier(config.disk_dir, config.disk_pages) if config.disk_dir is not None else None
+        disk = None if config.disk_dir is None else \
+            DiskTier(config.disk_dir, config.disk_pages, config.page_bytes or data.page_bytes)
         storage = Storage(SlotPool(config.gpu_pages), data, HostTier(config.host_pages), disk)
         busy = Busy()
         seam = PolicySeam(make_policy(config.policy), pipe, pages, busy)

@@ -32,7 +32,7 @@ from typing import Any
 from morphcache.runtime import CacheManager, Lease, NeedsRecovery, Ready, RuntimeConfig
 from morphcache.runtime import kernel_lease as _kernel_lease  # noqa: F401  (torch loaded before RSS is measured)
 
-from .soak_faults import FaultInjector
+from .soak_faults import FaultInjector, stray_records
 from .soak_oracle import Refused, Tally, check_integrity, check_lease, guarded
 
 FAILURES = ("wrong_reads", "undocumented", "integrity_failures", "undetected_faults", "false_detections",
@@ -446,13 +446,14 @@ def _threaded(cfg: SoakConfig, workers: list[Requests], chaos: Chaos, tally: Tal
 
 
 def _files(m: CacheManager, chaos: Chaos, tally: Tally) -> None:
-    """After close: every file in the disk directory is a page's, or a leftover the metrics count; no
-    temporary file stays."""
+    """After close: the disk directory holds the slab and its lock only, and every record in the slab
+    is a page's own, or a leftover the metrics count."""
     disk = chaos.faults.disk
-    known = {disk.path(pid).name for pid in disk.pages} | {p.name for p in disk.leftovers}
     for name in os.listdir(disk.dir):
-        if name.startswith((".page-", "page-")) and name not in known:
-            tally.problem("uncounted_files", f"{name} in the disk directory is no page's and not counted")
+        if name not in (".lock", disk.slab.name):
+            tally.problem("uncounted_files", f"{name} in the disk directory is not the tier's")
+    for slot in stray_records(disk):
+        tally.problem("uncounted_files", f"slot {slot} of the slab holds a record that is no page's and not counted")
     counted = m.metrics().extra.get("disk_leftover_files", 0)
     if counted != len(disk.leftovers):
         tally.problem("uncounted_files", f"{len(disk.leftovers)} leftover files, the metrics say {counted}")

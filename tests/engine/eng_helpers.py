@@ -11,6 +11,7 @@ from typing import Any
 from morphcache.engine import Engine, EngineConfig, ServeResult
 from morphcache.model import HybridModel, ModelConfig
 from morphcache.runtime import GuardRefused, MorphcacheError
+from morphcache.testing import diskdamage
 
 TOL = 1e-4
 CFG = ModelConfig()
@@ -50,11 +51,7 @@ def apply(engine: Engine, action: Action, history: list[ServeResult]) -> bool:
             if st["tier"] != "disk":
                 m.offload(pid, "disk")
             assert m.disk is not None
-            path = m.disk.path(pid)
-            raw = bytearray(path.read_bytes())
-            for i in range(len(raw) - 64, len(raw) - 32):
-                raw[i] ^= 0x5A
-            path.write_bytes(bytes(raw))
+            diskdamage.flip(m.disk, pid, range(-64, -32), 0x5A)
         elif what == "recompress":
             if st["pool"] == "pooled":
                 m.evict(pid)

@@ -23,7 +23,9 @@ from morphcache.runtime import (
     RuntimeConfig,
     TierError,
 )
+from morphcache.runtime import disktier as disktier_module
 from morphcache.runtime import tiers as tiers_module
+from morphcache.testing.diskdamage import records
 
 
 def where(m: CacheManager) -> dict[int, str]:
@@ -115,10 +117,11 @@ def test_prefetch_without_room_gives_its_slot_back(make_manager: Callable[..., C
 
 
 def _failing_disk(monkeypatch: pytest.MonkeyPatch) -> None:
-    def replace(src: Any, dst: Any) -> None:
+    """The record's bytes are written, its sync fails (the last step of a write)."""
+    def fdatasync(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tiers_module.os, "replace", replace)
+    monkeypatch.setattr(disktier_module.os, "fdatasync", fdatasync)
 
 
 def test_failed_disk_write_leaves_the_page_where_it_was(make_manager: Callable[..., CacheManager],
@@ -134,7 +137,7 @@ def test_failed_disk_write_leaves_the_page_where_it_was(make_manager: Callable[.
     with pytest.raises(TierError, match="No space left"):
         m.offload(pages[2], "disk")
     assert where(m) == before  # nothing moved, nothing dropped to make room
-    assert not [f for f in os.listdir(m.disk.dir) if f.endswith(".tmp")]
+    assert sorted(records(m.disk).values()) == sorted(pages[:2])  # the failed page's record cleared
     m.check_integrity()
 
 
@@ -170,22 +173,22 @@ def test_undeletable_disk_file_is_a_counted_leftover_and_is_cleaned_later(
     m.free("a")
     pid = m.cached_pages()[0]
     m.offload(pid, "disk")
-    path = m.disk.path(pid)
-    real_unlink = os.unlink
+    slot = m.disk.pages[pid]
+    real_pwrite = os.pwrite
 
-    def unlink(file: Any, *args: Any, **kwargs: Any) -> None:
-        if Path(file) == path:
-            raise PermissionError(13, "Read-only file system")
-        real_unlink(file, *args, **kwargs)
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        if offset == slot * m.disk.stride and not bytes(data).startswith(disktier_module.MAGIC):
+            raise PermissionError(13, "Read-only file system")  # the record cannot be cleared
+        return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(tiers_module.os, "unlink", unlink)
-    m.prefetch(pid).result()  # lands; its file cannot be deleted
-    assert m.page_state(pid)["tier"] == "gpu" and path.exists()
+    monkeypatch.setattr(disktier_module.os, "pwrite", pwrite)
+    m.prefetch(pid).result()  # lands; its record cannot be cleared
+    assert m.page_state(pid)["tier"] == "gpu" and records(m.disk) == {slot: pid}
     assert m.metrics().extra["disk_leftover_files"] == 1
     m.check_integrity()
-    monkeypatch.setattr(tiers_module.os, "unlink", real_unlink)
+    monkeypatch.setattr(disktier_module.os, "pwrite", real_pwrite)
     m.offload(m.cached_pages()[1], "host")  # the next move sweeps the leftovers
-    assert not path.exists() and m.metrics().extra["disk_leftover_files"] == 0
+    assert records(m.disk) == {} and m.metrics().extra["disk_leftover_files"] == 0
     m.check_integrity()
 
 
@@ -224,20 +227,22 @@ def test_integrity_is_exact_while_a_copy_is_in_flight(tmp_path: Path, monkeypatc
 
 def test_spill_into_an_unwritable_directory_drops_no_victim(make_manager: Callable[..., CacheManager],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The failed spill above with the directory refusing even the temporary file (read-only or
-    unwritable): still no victim dropped, no file left, the page stays on the GPU."""
+    """The failed spill above with the file system refusing every write (read-only or unwritable),
+    even the clearing of what it wrote: still no victim dropped, no record left but the disk page's,
+    the page stays on the GPU."""
     m, pages = _host_and_disk_full(make_manager)
     before = digest(m)
 
-    def temp_file(*args: Any, **kwargs: Any) -> Any:
+    def pwrite(*args: Any) -> int:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tiers_module.DiskTier, "temp_file", temp_file)
+    monkeypatch.setattr(disktier_module.os, "pwrite", pwrite)
     with pytest.raises(TierError, match="Permission denied"):
         m.offload(pages[2], "host")
     after = digest(m)
     assert after["pages"] == before["pages"] and after["pooled"] == before["pooled"]
-    assert sorted(os.listdir(m.disk.dir)) == [".lock", f"page-{pages[0]}.kv"]
+    assert sorted(os.listdir(m.disk.dir)) == [".lock", "pages.slab"]
+    assert list(records(m.disk).values()) == [pages[0]]
     m.check_integrity()
 
 

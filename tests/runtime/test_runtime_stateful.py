@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,9 +31,15 @@ from morphcache.runtime import (
     RecoveryPlan,
     expected_payload,
 )
+from morphcache.testing import diskdamage
 
 PREFIXES = [list(range(1, 21)), list(range(1, 9)) + list(range(50, 62)), list(range(70, 88))]
 ALLOWED = (GuardRefused, CapacityError)
+DAMAGE: dict[str, Callable[[Any, int], None]] = {  # a page's record on disk: last byte flipped, cut short, gone
+    "flip": lambda disk, pid: diskdamage.flip(disk, pid, (-1,), 1),
+    "truncate": lambda disk, pid: diskdamage.truncate(disk, pid, 3),
+    "delete": diskdamage.delete,
+}
 
 
 class CacheMachine(RuleBasedStateMachine):
@@ -123,14 +130,7 @@ class CacheMachine(RuleBasedStateMachine):
             self.m.offload(pid, "disk")
         except ALLOWED:
             return
-        path = self.m.disk.path(pid)
-        raw = path.read_bytes()
-        if how == "flip":
-            path.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
-        elif how == "truncate":
-            path.write_bytes(raw[:-3])
-        else:
-            path.unlink()
+        DAMAGE[how](self.m.disk, pid)
         try:
             self.m.prefetch(pid).result()
         except ALLOWED:
@@ -207,16 +207,7 @@ class CacheMachine(RuleBasedStateMachine):
         on_disk = sorted(p for p in self.m.page_ids() if self.m.page_state(p)["tier"] == "disk")
         if disk is None or not on_disk:
             return
-        path = disk.path(on_disk[i % len(on_disk)])
-        if not path.exists():
-            return
-        raw = path.read_bytes()
-        if how == "flip":
-            path.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
-        elif how == "truncate":
-            path.write_bytes(raw[:-3])
-        else:
-            path.unlink()
+        DAMAGE[how](disk, on_disk[i % len(on_disk)])
         if fetch:
             try:
                 self.m.prefetch(on_disk[i % len(on_disk)]).result()

@@ -17,6 +17,8 @@ from morphcache.runtime import (
     TierError,
     expected_payload,
 )
+from morphcache.testing import diskdamage
+from morphcache.testing.diskdamage import records
 
 
 def cached(m: CacheManager, n: int = 12) -> list[int]:
@@ -48,13 +50,13 @@ def test_round_trip_through_host_and_disk(mgr: CacheManager) -> None:
     mgr.offload(pages[0], "host")
     mgr.offload(pages[1], "disk")
     assert [mgr.page_state(p)["tier"] for p in pages] == ["host", "disk", "gpu"]
-    assert mgr.disk is not None and mgr.disk.path(pages[1]).exists()
-    assert not [f for f in os.listdir(mgr.disk.dir) if f.endswith(".tmp")]
+    assert mgr.disk is not None and list(records(mgr.disk).values()) == [pages[1]]
+    assert sorted(os.listdir(mgr.disk.dir)) == [".lock", "pages.slab"]
     mgr.check_integrity()
     for pid in pages[:2]:
         mgr.prefetch(pid).result()
     assert [mgr.page_state(p)["tier"] for p in pages] == ["gpu"] * 3
-    assert not mgr.disk.path(pages[1]).exists()
+    assert records(mgr.disk) == {}  # the record cleared once its page landed
     assert read_all(mgr) == expected()
     mgr.check_integrity()
 
@@ -77,15 +79,12 @@ def test_corrupt_disk_page_goes_to_recompute(mgr: CacheManager, damage: str) -> 
     pages = cached(mgr)
     mgr.offload(pages[1], "disk")
     assert mgr.disk is not None
-    path = mgr.disk.path(pages[1])
-    raw = bytearray(path.read_bytes())
     if damage == "bitflip":
-        raw[-5] ^= 0x10
-        path.write_bytes(bytes(raw))
+        diskdamage.flip(mgr.disk, pages[1], (-5,), 0x10)
     elif damage == "truncate":
-        path.write_bytes(bytes(raw[: len(raw) - 7]))
+        diskdamage.truncate(mgr.disk, pages[1], 7)
     else:
-        path.unlink()
+        diskdamage.delete(mgr.disk, pages[1])
     mgr.prefetch(pages[1]).result()
     assert mgr.page_state(pages[1])["tier"] == "dropped"
     reason = {"bitflip": "checksum", "truncate": "truncated", "delete": "missing"}[damage]
@@ -102,10 +101,7 @@ def corrupted_read_scenario(m: CacheManager) -> None:
     pages = cached(m)
     m.offload(pages[1], "disk")
     assert m.disk is not None
-    path = m.disk.path(pages[1])
-    raw = bytearray(path.read_bytes())
-    raw[-1] ^= 0x01
-    path.write_bytes(bytes(raw))
+    diskdamage.flip(m.disk, pages[1], (-1,), 0x01)
     m.prefetch(pages[1]).result()
     assert read_all(m) == expected(), "a read returned the bytes of a corrupted page"
 

@@ -1,0 +1,188 @@
+"""The disk tier: every page's payload a checksummed record in one slab file, at its slot's offset.
+
+The directory holds the slab and the lock that keeps a second manager out of it::
+
+    pages.slab   slot 0          slot 1          slot 2 ...      (stride: a record, 64-byte rounded)
+                 [hdr|payload ]  [hdr|payload ]  [0000|stale  ]  <- slot 2 free: its record cleared
+    hdr  =  b"MCSLAB01" | u64 page id | u64 length | u64 checksum       (HEADER.size = 32 bytes)
+    .lock        flock'ed for the tier's lifetime
+
+    put     a free slot -> one positional write (header + payload) -> fdatasync -> the page's slot
+    get     one positional read of the page's slot
+    remove  one positional write that clears the record's magic -> the slot is free again
+
+Nothing is created, renamed or deleted a page.  A write goes to a free slot, never over the page's
+previous record, and the page's slot changes only once the write (and its sync) succeeded: a failed
+write leaves the page where it was and its previous copy whole.  A read returns None where the slot
+holds no record of this page (cleared, foreign, past the end of a truncated slab) and the bytes it
+found otherwise (possibly short or flipped): the caller compares the checksum with the one the
+control plane recorded when the page left the GPU, never the record's own claim alone.  A removed
+page's record that cannot be cleared (a read-only file system) keeps its slot out of use, is kept in
+``leftovers``, counted, and cleared on a later ``sweep``.
+
+``locate(pid)`` says where a page's payload lies (path, offset, length), for tools that damage it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import heapq
+import os
+import struct
+from contextlib import suppress
+from pathlib import Path
+
+from .errors import CapacityError, TierError
+
+MAGIC = b"MCSLAB01"
+HEADER = struct.Struct("<8sQQQ")  # magic | page id | payload length | checksum
+SLAB = "pages.slab"
+_CLEAR = bytes(len(MAGIC))  # written over a record's magic: the slot holds no page
+
+
+class DiskTier:
+    """Payloads as checksummed records in one slab file under ``directory``, at most ``capacity``
+    pages of ``page_bytes`` bytes (a longer payload is refused)."""
+
+    name = "disk"
+
+    def __init__(self, directory: str | os.PathLike[str], capacity: int, page_bytes: int) -> None:
+        self.capacity = capacity
+        self.dir = Path(directory)
+        self.slab = self.dir / SLAB
+        self.stride = -(-(HEADER.size + page_bytes) // 64) * 64  # whole cache lines
+        self.pages: dict[int, int] = {}  # page id -> slot holding its record
+        self.leftovers: dict[int, int] = {}  # slot -> page id: records of gone pages not yet cleared
+        self.free_slots: list[int] = []  # a heap: the lowest slot given back is taken first (a compact slab)
+        self.end = 0  # slots 0..end-1 have been used
+        self._lock = self._fd = -1
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._lock = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise TierError(f"disk tier directory {str(self.dir)!r} is not writable: "
+                            f"{exc.strerror or exc}") from None
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock)
+            self._lock = -1
+            raise TierError(f"disk tier directory {str(self.dir)!r} is in use by another cache manager "
+                            "(its slab would be shared)") from None
+        try:  # a previous manager's records mean nothing to this one: the slab starts empty
+            self._fd = os.open(self.slab, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as exc:
+            self.close()
+            raise TierError(f"disk tier directory {str(self.dir)!r} is not writable: "
+                            f"{exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        """Let another manager use the directory."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self.pages
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    @property
+    def full(self) -> bool:
+        """No room for another page."""
+        return len(self.pages) >= self.capacity
+
+    def locate(self, pid: int) -> tuple[Path, int, int]:
+        """Where page ``pid``'s payload lies: the slab, the payload's offset in it and the length the
+        record claims (KeyError if the page is not on disk)."""
+        off = self.pages[pid] * self.stride
+        raw = os.pread(self._fd, HEADER.size, off)
+        length = HEADER.unpack(raw)[2] if len(raw) == HEADER.size else 0
+        return self.slab, off + HEADER.size, length
+
+    def pwrite(self, data: bytes, offset: int) -> None:
+        """Write ``data`` at ``offset`` of the slab, all of it (OSError if the system refuses)."""
+        done = os.pwrite(self._fd, data, offset)
+        while done < len(data):  # a short write: the rest
+            done += os.pwrite(self._fd, memoryview(data)[done:], offset + done)
+
+    def put(self, pid: int, data: bytes, check: int, *, over: bool = False) -> None:
+        """Write the page's record into a free slot, synced, then make it the page's.  ``over``: the
+        caller frees a page right after (a spill writes before it drops its victim)."""
+        if pid not in self.pages and len(self.pages) >= self.capacity + (1 if over else 0):
+            raise CapacityError(f"disk tier full ({self.capacity} pages)")
+        if HEADER.size + len(data) > self.stride:
+            raise TierError(f"cannot write page {pid}: {len(data)} bytes, the disk tier's slots hold "
+                            f"{self.stride - HEADER.size}")
+        if self.free_slots:
+            slot = heapq.heappop(self.free_slots)
+        else:
+            slot, self.end = self.end, self.end + 1
+        off = slot * self.stride
+        try:
+            self.pwrite(HEADER.pack(MAGIC, pid, len(data), check) + data, off)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            self._discard(slot)
+            raise TierError(f"cannot write page {pid} to {str(self.slab)!r}: {exc.strerror or exc}") from None
+        old = self.pages.get(pid)
+        self.pages[pid] = slot
+        if old is not None:
+            self._clear(old, pid)
+
+    def get(self, pid: int) -> bytes | None:
+        """The payload bytes found in the page's slot, None if it holds no record of the page.
+
+        A short or corrupted record yields whatever payload bytes it has (possibly fewer than it
+        claims); the caller's checksum comparison rejects them.
+        """
+        slot = self.pages.get(pid)
+        if slot is None:
+            return None
+        try:
+            raw = os.pread(self._fd, self.stride, slot * self.stride)
+        except OSError:
+            return None
+        if len(raw) < HEADER.size:
+            return None
+        magic, owner, length, _ = HEADER.unpack_from(raw)
+        if magic != MAGIC or owner != pid:
+            return None
+        return raw[HEADER.size:HEADER.size + length]
+
+    def remove(self, pid: int) -> bool:
+        """Clear the page's record and free its slot (nothing to do if the page is not on disk); False
+        if the record could not be cleared (its slot is then a leftover, retried by ``sweep``)."""
+        slot = self.pages.pop(pid, None)
+        return True if slot is None else self._clear(slot, pid)
+
+    def _clear(self, slot: int, pid: int) -> bool:
+        """Clear the record in ``slot`` (written for ``pid``) and free the slot; a leftover if that fails."""
+        try:
+            self.pwrite(_CLEAR, slot * self.stride)
+        except OSError:
+            self.leftovers[slot] = pid
+            return False
+        heapq.heappush(self.free_slots, slot)
+        return True
+
+    def _discard(self, slot: int) -> None:
+        """Free the slot of a failed write, clearing whatever part of the record reached it (a record
+        there that cannot be cleared is never read: a page's record is read through its own slot)."""
+        with suppress(OSError):
+            self.pwrite(_CLEAR, slot * self.stride)
+        heapq.heappush(self.free_slots, slot)
+
+    def sweep(self) -> int:
+        """Try again to clear the leftover records; returns how many are still left."""
+        for slot, pid in list(self.leftovers.items()):
+            del self.leftovers[slot]
+            self._clear(slot, pid)
+        return len(self.leftovers)

@@ -1,0 +1,114 @@
+"""The disk tier's slab on its own: records in slots reused lowest first, a write that fails keeps the
+previous copy, damage is seen by a read, records that cannot be cleared are leftovers, one manager a
+directory."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from morphcache.runtime import TierError
+from morphcache.runtime import disktier as disktier_module
+from morphcache.runtime.disktier import DiskTier
+from morphcache.testing import diskdamage
+from morphcache.testing.diskdamage import records
+
+PAGE = 40
+
+
+def payload(i: int) -> bytes:
+    return bytes((i * 7 + j) % 251 for j in range(PAGE))
+
+
+def test_records_live_in_slots_reused_lowest_first(tmp_path: Path) -> None:
+    disk = DiskTier(tmp_path, 4, PAGE)
+    for pid in (10, 11, 12):
+        disk.put(pid, payload(pid), pid)
+    assert records(disk) == {0: 10, 1: 11, 2: 12} and disk.get(11) == payload(11)
+    assert disk.remove(11) and disk.get(11) is None and records(disk) == {0: 10, 2: 12}
+    disk.remove(10)
+    disk.put(13, payload(13), 13)  # the lowest free slot
+    assert records(disk) == {0: 13, 2: 12} and disk.get(13) == payload(13) and disk.get(12) == payload(12)
+    assert disk.remove(99) and len(disk) == 2
+    disk.close()
+
+
+def test_a_failed_rewrite_keeps_the_previous_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = DiskTier(tmp_path, 2, PAGE)
+    disk.put(1, payload(1), 1)
+
+    def fdatasync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(disktier_module.os, "fdatasync", fdatasync)
+    with pytest.raises(TierError, match="Input/output"):
+        disk.put(1, payload(2), 2)
+    assert disk.get(1) == payload(1) and records(disk) == {0: 1}  # the half-written record cleared
+    monkeypatch.undo()
+    disk.put(1, payload(3), 3)
+    assert disk.get(1) == payload(3) and list(records(disk).values()) == [1]
+    with pytest.raises(TierError, match="slots hold"):
+        disk.put(2, bytes(disk.stride), 0)
+    assert 2 not in disk
+    disk.close()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
+def test_damage_to_one_record_is_what_its_read_finds(tmp_path: Path, damage: str) -> None:
+    disk = DiskTier(tmp_path, 4, PAGE)
+    for pid in (1, 2, 3):
+        disk.put(pid, payload(pid), pid)
+    if damage == "flip":
+        diskdamage.flip(disk, 2, (0, -1), 0x80)
+        found = disk.get(2)
+        assert found is not None and len(found) == PAGE and found != payload(2)
+    elif damage == "truncate":
+        diskdamage.truncate(disk, 2, 5)
+        assert disk.get(2) == payload(2)[:-5]
+    else:
+        diskdamage.delete(disk, 2)
+        assert disk.get(2) is None
+    assert disk.get(1) == payload(1) and disk.get(3) == payload(3)  # the neighbours are whole
+    disk.close()
+
+
+def test_a_record_that_cannot_be_cleared_is_a_leftover_until_a_sweep(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = DiskTier(tmp_path, 2, PAGE)
+    disk.put(1, payload(1), 1)
+
+    def pwrite(*args: Any) -> int:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(disktier_module.os, "pwrite", pwrite)
+    assert not disk.remove(1) and 1 not in disk and disk.leftovers == {0: 1}
+    assert disk.sweep() == 1 and records(disk) == {0: 1}
+    monkeypatch.undo()
+    disk.put(2, payload(2), 2)  # a leftover's slot is not reused
+    assert records(disk) == {0: 1, 1: 2}
+    assert disk.sweep() == 0 and records(disk) == {1: 2}
+    disk.close()
+
+
+def test_one_manager_a_directory_and_a_fresh_slab_each(tmp_path: Path) -> None:
+    disk = DiskTier(tmp_path, 2, PAGE)
+    disk.put(1, payload(1), 1)
+    with pytest.raises(TierError, match="in use by another cache manager"):
+        DiskTier(tmp_path, 2, PAGE)
+    disk.close()
+    again = DiskTier(tmp_path, 2, PAGE)
+    assert records(again) == {} and len(again) == 0 and sorted(os.listdir(tmp_path)) == [".lock", "pages.slab"]
+    again.close()
+
+
+def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = DiskTier(tmp_path, 2, PAGE)
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(disktier_module.os, "pwrite", lambda fd, data, off: real_pwrite(fd, bytes(data)[:7], off))
+    disk.put(1, payload(1), 1)
+    assert disk.get(1) == payload(1) and disk.remove(1) and records(disk) == {}
+    disk.close()
