@@ -171,7 +171,7 @@ class SealedRows:
         if not k:
             return 0
         stored, same = scratch.get(k, self.C)
-        np.take(self.rows, ids, axis=0, out=stored, mode="wrap")  # -1: the last row; "raise" would buffer
+        self.rows.take(ids, axis=0, out=stored, mode="wrap")  # -1: the last row; "raise" would buffer
         same = np.equal(stored, rows, out=same).ravel()
         first = int(same.argmin())
         if not same[first]:
