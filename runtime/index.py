@@ -53,12 +53,9 @@ NO_CLASS = (1 << 64) - 1  # the class of the row an id of -1 reads (its parent c
 
 
 def token_array(tokens: Sequence[int]) -> array[int]:
-    """Tokens as unsigned 64-bit ints (the values the chain hash reads).  A list goes in by
-    ``array.fromlist`` (each item read straight off the list: a third cheaper than the constructor's
-    item-by-item sequence protocol; the same conversion and errors, nothing kept on an error)."""
+    """Tokens as unsigned 64-bit ints; a list by ``fromlist`` (a third cheaper than the constructor; same errors)."""
     if tokens.__class__ is list:
-        out = array("Q")
-        out.fromlist(tokens)  # type: ignore[arg-type]
+        (out := array("Q")).fromlist(tokens)  # type: ignore[arg-type]
         return out
     return tokens if isinstance(tokens, array) and tokens.typecode == "Q" else array("Q", tokens)
 
@@ -127,10 +124,8 @@ class SealedRows:
         new = max(2 * size, pid + 1)
         rows = np.zeros((new + 1, self.C), dtype=np.uint64)
         rows[:size] = self.rows[:size]
-        cls = np.zeros(new + 1, dtype=np.uint64)
-        cls[:size] = self.cls[:size]
-        pcls = np.zeros(new + 1, dtype=np.uint64)
-        pcls[:size] = self.pcls[:size]
+        cls, pcls = np.zeros(new + 1, dtype=np.uint64), np.zeros(new + 1, dtype=np.uint64)
+        cls[:size], pcls[:size] = self.cls[:size], self.pcls[:size]
         cls[-1], pcls[-1] = NO_CLASS, NO_CLASS - 1
         self.rows, self.cls, self.pcls = rows, cls, pcls
 

@@ -72,6 +72,11 @@ def test_key_table_mirrors_a_dict(ops: list[tuple[bool, int, int]], bits: int) -
     assert table.problems(ref) == []
     probe = np.array(list(ref) + [0, 1, 2, (1 << 64) - 1], dtype=np.uint64)
     assert table.find(probe).tolist() == [ref.get(int(k), -1) for k in probe.tolist()]
+    # candidates: the page at the key's hi slot where the key is there, else the page at its lo slot
+    slots = [table._slots(int(k)) for k in probe.tolist()]
+    want = [int(table.pages[hi]) if int(table.keys[hi]) == k else int(table.pages[lo])
+            for k, (hi, lo) in zip(probe.tolist(), slots, strict=True)]
+    assert table.candidates(probe).tolist() == want
 
 
 def _constant_digest(monkeypatch: pytest.MonkeyPatch, value: int) -> None:
