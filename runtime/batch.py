@@ -97,7 +97,7 @@ class VectorFiring:
                 value: Any = bool(c.fn(first, store.arrays))
             else:
                 value = c.vfn(n, moved if klass == AFFINE else pre)
-            ok &= np.asarray(value, dtype=bool)
+            np.logical_and(ok, value, out=ok)  # an int column's truth read in the same pass (no cast first)
         values = []
         extremes: list[tuple[Any, Any] | None] = []  # each value's (min, max) where the bounds read both
         bounds = pipe.write_plan(ev.name)

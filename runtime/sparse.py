@@ -147,8 +147,8 @@ class RPView:
             row = self.data.get(rid)
             if row is None and rid in self.only:
                 row = self.materialize(rid)
-            if not row:
-                return np.full(len(p), self.init, dtype=np.int64)
+            if not row:  # a fresh reader's row: every value initial (zeros: one call in C)
+                return np.zeros(len(p), dtype=np.int64) if self.init == 0 else np.full(len(p), self.init, np.int64)
             return np.fromiter(map(row.get, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(p))
         if r.__class__ is np.ndarray and p.__class__ is np.ndarray and r.ndim == 1 and r.shape == p.shape \
                 and len(r) > 8 and r[0] != r[-1]:  # many readers, a page each (a decode step): a pass per pair
