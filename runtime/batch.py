@@ -97,14 +97,18 @@ class VectorFiring:
                 value: Any = bool(c.fn(first, store.arrays))
             else:
                 value = c.vfn(n, moved if klass == AFFINE else pre)
-            ok &= np.asarray(value, dtype=bool)
+            np.logical_and(ok, value, out=ok)  # an int column's truth read in the same pass (no cast first)
         values = []
+        extremes: list[tuple[Any, Any] | None] = []  # each value's (min, max) where the bounds read both
         bounds = pipe.write_plan(ev.name)
         for eff, klass, (_, _, lo, hi) in zip(ev.effects, plan.effects, bounds, strict=True):
             value = np.asarray(eff.vfn(n, moved if klass == AFFINE else pre))
             if value.shape != (self.count,):
                 value = np.broadcast_to(value, (self.count,))
-            if (lo is not None and value.min() < lo) or (hi is not None and value.max() > hi):  # some out
+            low = _MIN(value) if lo is not None else None  # the ufuncs' reductions: no Python wrapper
+            high = _MAX(value) if hi is not None else None
+            extremes.append((low, high) if lo is not None and hi is not None else None)
+            if (lo is not None and low < lo) or (hi is not None and high > hi):  # some out
                 inside = np.ones(self.count, dtype=bool)
                 if lo is not None:
                     inside &= value >= lo
@@ -112,12 +116,12 @@ class VectorFiring:
                     inside &= value <= hi
                 ok &= inside
             values.append(value)
-        if atomic and not ok.all():
+        if atomic and not _ALL(ok):
             return self._refuse()
         if plan.shape == "many" or not atomic:
             self._apply(ok, values)
         else:
-            self._apply(np.ones(self.count, dtype=bool), values)
+            self._apply(None, values, extremes)  # every firing fires
         return ok
 
     def run_ends(self) -> None:
@@ -161,15 +165,17 @@ class VectorFiring:
         all pass, the batch has fired)."""
         return self.pipe.fire_each(self.ev, self.r, self.p, self.count, True)
 
-    def _apply(self, mask: np.ndarray, values: list[np.ndarray]) -> None:
+    def _apply(self, mask: np.ndarray | None, values: list[np.ndarray],
+               extremes: list[tuple[Any, Any] | None] | None = None) -> None:
+        """Write the firings of ``mask`` (None: every firing); ``extremes``, each value's (min, max) where
+        known (every firing fires)."""
         pipe, ev, plan = self.pipe, self.ev, self.plan
         if pipe.recorder.enabled:
-            self._apply_recorded(mask, values)
+            self._apply_recorded(np.ones(self.count, dtype=bool) if mask is None else mask, values)
             return
-        every = bool(mask.all())  # (a decode step's: every firing passed, no index taken)
-        idx = None if every else np.flatnonzero(mask)
-        k = self.count if idx is None else len(idx)
-        if not k:
+        idx = None if mask is None or mask.all() else np.flatnonzero(mask)  # None: every firing (no index)
+        fired = self.count if idx is None else len(idx)
+        if not fired:
             return
         if plan.shape == "repeat":
             self._apply_repeat(values)
@@ -179,18 +185,20 @@ class VectorFiring:
         pid_list = pids.tolist() if isinstance(rids, np.ndarray) and plan.pair_writes else None  # one write a pair
         if pipe.sources[ev.name] != {ev.target} or ev.owner in pipe.watchers:  # else every owner is at the
             pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)  # target already: no change
-        for eff, value in zip(ev.effects, values, strict=True):
+        for k, (eff, value) in enumerate(zip(ev.effects, values, strict=True)):
             if eff.scope == "reader" and plan.shape == "one":
                 pipe.write_many(eff.target, "reader", rids, None, int(value[-1]))
                 continue
             vals = value if idx is None else value[idx]
-            if eff.scope != "page" and len(vals) > 8 and vals[0] == vals[-1] and vals.min() == vals.max():
+            known = extremes[k] if extremes is not None else None
+            if eff.scope != "page" and len(vals) > 8 and vals[0] == vals[-1] and (
+                    known[0] == known[1] if known is not None else _MIN(vals) == _MAX(vals)):
                 pipe.write_many(eff.target, eff.scope, rids, pids, int(vals[0]), pid_list)  # one value for all
             else:
                 pipe.write_many(eff.target, eff.scope, rids, pids, vals, pid_list)
         pipe.names.inc.after(ev, rids, pids)
-        pipe.count(ev.name, k)
-        pipe.vector_firings += k
+        pipe.count(ev.name, fired)
+        pipe.vector_firings += fired
 
     def _apply_repeat(self, values: list[np.ndarray]) -> None:
         """The same reader and page every time: what the last firing leaves is what stays."""
@@ -217,6 +225,9 @@ class VectorFiring:
             pipe.count(ev.name, 1)
             pipe.vector_firings += 1
             pipe.recorder.after(ev, r, p, None, proj)
+
+
+_MIN, _MAX, _ALL = np.minimum.reduce, np.maximum.reduce, np.logical_and.reduce
 
 
 def _py(value: Any) -> Any:

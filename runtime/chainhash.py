@@ -95,7 +95,7 @@ def chain_keys(rows: np.ndarray, root: int = ROOT_HASH) -> np.ndarray:
     s *= down
     if len(s):
         s[0] = (int(s[0]) + root) & MASK
-    np.cumsum(s, out=s)
+    s.cumsum(out=s)
     s *= up
     return s
 

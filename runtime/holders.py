@@ -79,10 +79,12 @@ class Holders:
         """Reader ``rid`` now holds every page of ``pids`` (distinct)."""
         cur = self.vec[pids]
         alone = cur == NOBODY
+        if alone.all():  # nobody held any (a fresh lease): no selection
+            self.vec[pids] = rid
+            return
         self.vec[pids[alone]] = rid
-        if not alone.all():
-            for pid in pids[~alone & (cur != rid)].tolist():
-                self.hold(pid, rid)
+        for pid in pids[~alone & (cur != rid)].tolist():
+            self.hold(pid, rid)
 
     def unhold_many(self, pids: np.ndarray, rid: int) -> None:
         """Reader ``rid`` no longer holds any page of ``pids`` (distinct)."""

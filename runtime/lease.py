@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .sparse import frozen
+
 _IDS = itertools.count(1)
 
 
@@ -68,8 +70,8 @@ class Lease:
         self.released = False
         self._pages: tuple[int, ...] | None = None
         self._generations: tuple[int, ...] | None = None
-        self.page_ids = _frozen(page_ids)
-        self.generation_ids = _frozen(generation_ids)
+        self.page_ids = frozen(page_ids)
+        self.generation_ids = frozen(generation_ids)
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -98,10 +100,3 @@ class Lease:
     def __repr__(self) -> str:
         state = "released" if self.released else "live"
         return f"Lease(#{self.lease_id}, {len(self.pages)} pages, {self.tokens} tokens, {state})"
-
-
-def _frozen(ids: np.ndarray) -> np.ndarray:
-    """A read-only int64 copy of ``ids``."""
-    out = np.array(ids, dtype=np.int64)
-    out.flags.writeable = False
-    return out

@@ -26,6 +26,7 @@ from .pages import PageDirectory
 from .pipeline import Pipeline
 from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
+from .sparse import frozen
 from .tiers import Storage
 
 
@@ -47,7 +48,7 @@ class LeaseBook:
         """Pin the whole pages ``full`` (ids, block order; and the reader's own ``tail``) for
         ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
-        ids = full if isinstance(full, np.ndarray) else np.fromiter(full, dtype=np.int64, count=len(full))
+        ids = frozen(full)  # one read-only copy: the lease's rows and the Lease share it
         both = bool(len(ids)) and tail is not None  # one batch alone is all or nothing already
         with pipe.atomic() if both else nullcontext():
             if len(ids):
@@ -55,6 +56,7 @@ class LeaseBook:
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
         gens = self.store.vecs[GEN][ids]
+        gens.flags.writeable = False  # a fresh array, now the Lease's own
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
         lease = Lease(self.ident, reader.name, reader.rid, ids, gens, tokens, partial, tail, tail_gen)
         self.leases[lease.lease_id] = lease

@@ -313,7 +313,7 @@ class LRUPolicy(EvictionPolicy):
                 self.on_access(meta, now)
             return
         idx = page_array(metas)
-        self._ensure(int(idx.max()))
+        self._ensure(int(np.maximum.reduce(idx)))  # the ufunc's reduction: no Python wrapper
         self._touch_many(idx[self.code[idx] != 0], False)
         if self.pooled:
             self._touch_many(idx[self.in_pool[idx]], True)

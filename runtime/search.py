@@ -156,7 +156,7 @@ class HitSearch:
         if pending:
             bits = self._upward_bits
             if isinstance(masks, np.ndarray):  # only the pages not ready for an upward object, found at once
-                failing: Iterable[int] = np.flatnonzero((masks & bits) != bits).tolist()
+                failing: Iterable[int] = ((masks & bits) != bits).nonzero()[0].tolist()
             else:
                 failing = range(npages)
             for p in failing:
@@ -196,7 +196,7 @@ class HitSearch:
             return range(top, bottom - 1, -1)
         n = len(masks)
         past = list(range(top, max(n, bottom) - 1, -1))
-        inside = np.flatnonzero(masks[bottom:min(top, n - 1) + 1] != self.full) + bottom
+        inside = (masks[bottom:min(top, n - 1) + 1] != self.full).nonzero()[0] + bottom
         return past + inside[::-1].tolist()
 
     def _effective_sorted(self, masks: Sequence[int], nominal: int) -> int:

@@ -10,6 +10,7 @@ Who holds a page (the reverse index) is in ``holders.py``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -19,6 +20,17 @@ import numpy as np
 from .holders import MANY, Holders
 
 EMPTY: dict[int, int] = {}
+
+
+def frozen(ids: np.ndarray | Sequence[int]) -> np.ndarray:
+    """``ids`` as a read-only int64 array nobody else can change: itself when it is one already (it
+    owns its data and is read-only: what this returns), else a copy made so.  One lease's pages are
+    copied once and shared by its rows and the ``Lease``."""
+    if ids.__class__ is np.ndarray and ids.dtype == np.int64 and ids.base is None and not ids.flags.writeable:
+        return ids  # type: ignore[return-value]
+    out = np.array(ids, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 class RPView:
@@ -66,11 +78,12 @@ class RPView:
 
     def keep(self, rid: int, pages: np.ndarray, values: np.ndarray | int, only: bool) -> None:
         """Keep ``(pages, values)`` as the reader's whole row (``only``: and no dict for it)."""
-        frozen = (np.array(pages, dtype=np.int64),
-                  np.full(len(pages), values, dtype=np.int64) if isinstance(values, int)
-                  else np.array(values, dtype=np.int64))  # copies the caller cannot change
-        frozen[0].flags.writeable = frozen[1].flags.writeable = False
-        self.rows[rid] = frozen
+        if isinstance(values, int):
+            vals = np.full(len(pages), values, dtype=np.int64)
+            vals.flags.writeable = False
+        else:
+            vals = frozen(values)
+        self.rows[rid] = (frozen(pages), vals)  # arrays the caller cannot change
         self.grown.pop(rid, None)
         if only:
             self.only.add(rid)
@@ -147,8 +160,8 @@ class RPView:
             row = self.data.get(rid)
             if row is None and rid in self.only:
                 row = self.materialize(rid)
-            if not row:
-                return np.full(len(p), self.init, dtype=np.int64)
+            if not row:  # a fresh reader's row: every value initial (zeros: one call in C)
+                return np.zeros(len(p), dtype=np.int64) if self.init == 0 else np.full(len(p), self.init, np.int64)
             return np.fromiter(map(row.get, p.tolist(), repeat(self.init)), dtype=np.int64, count=len(p))
         if r.__class__ is np.ndarray and p.__class__ is np.ndarray and r.ndim == 1 and r.shape == p.shape \
                 and len(r) > 8 and r[0] != r[-1]:  # many readers, a page each (a decode step): a pass per pair

@@ -299,14 +299,14 @@ class StateStore:
         lazy = rid in view.only
         found = table.get(rid)
         known = view.known(rid) if rid in view.rows else None
-        olds: np.ndarray | None = None
+        olds: np.ndarray | None = None  # the row's values before, where known at once (whole)
         fresh = not found and not lazy
-        if fresh:
+        whole = fresh
+        if fresh:  # every value before is initial: ``olds`` made only where read
             if isinstance(values, int) and values == init:
                 return  # every entry is initial already: nothing written, nothing to undo
-            olds = np.full(n, init, dtype=np.int64)
         elif known is not None and len(known[0]) == n and np.array_equal(known[0], pids):
-            olds = known[1]  # the row is exactly these pages: its values, at once
+            olds, whole = known[1], True  # the row is exactly these pages: its values, at once
         if isinstance(values, int):
             cleared = values == init
             kept = not cleared
@@ -315,9 +315,9 @@ class StateStore:
             cleared, kept = not set_.any(), bool(set_.all())
         else:
             cleared, kept = values.count(init) == n, init not in values
-        if olds is not None and (cleared or kept):  # the whole row: arrays only, or nothing left
+        if whole and (cleared or kept):  # the whole row: arrays only, or nothing left
             if self.journal is not None:
-                self.journal.append(("RP", name, rid, pids, olds))
+                self.journal.append(("RP", name, rid, pids, np.full(n, init, dtype=np.int64) if olds is None else olds))
             view.drop(rid)
             if not cleared:
                 view.keep(rid, np.asarray(pids, dtype=np.int64), values if isinstance(values, int)
@@ -330,7 +330,7 @@ class StateStore:
         view.forget(rid)
         row: dict[int, int] = table.setdefault(rid, {})
         pid_list = pids.tolist() if isinstance(pids, np.ndarray) else pids
-        old_list = None if olds is None else olds.tolist()
+        old_list = None if not whole else [init] * n if olds is None else olds.tolist()
         if isinstance(values, int):
             self._write_row_same(name, rid, row, pid_list, values, init, old_list)
         else:

@@ -4,6 +4,7 @@ and a hash collision never serves another prefix's pages."""
 from __future__ import annotations
 
 import random
+from array import array
 from collections.abc import Callable
 
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from morphcache.runtime import CacheManager, Miss, NeedsRecovery, Ready, chainhash
 from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, chain_keys
-from morphcache.runtime.index import PrefixIndex
+from morphcache.runtime.index import PrefixIndex, token_array
 from morphcache.runtime.keytable import KeyTable
 
 U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
@@ -71,6 +72,11 @@ def test_key_table_mirrors_a_dict(ops: list[tuple[bool, int, int]], bits: int) -
     assert table.problems(ref) == []
     probe = np.array(list(ref) + [0, 1, 2, (1 << 64) - 1], dtype=np.uint64)
     assert table.find(probe).tolist() == [ref.get(int(k), -1) for k in probe.tolist()]
+    # candidates: the page at the key's hi slot where the key is there, else the page at its lo slot
+    slots = [table._slots(int(k)) for k in probe.tolist()]
+    want = [int(table.pages[hi]) if int(table.keys[hi]) == k else int(table.pages[lo])
+            for k, (hi, lo) in zip(probe.tolist(), slots, strict=True)]
+    assert table.candidates(probe).tolist() == want
 
 
 def _constant_digest(monkeypatch: pytest.MonkeyPatch, value: int) -> None:
@@ -218,3 +224,22 @@ def test_partial_search_and_duplicates_answer_in_open_order(seed: int) -> None:
                     best, best_len = pid, min(m, c - 1)
             hit = index.nominal(query)
             assert (hit.partial, hit.partial_len) == (best, best_len), step
+
+
+_ITEMS = st.one_of(st.integers(-3, 2**64 + 3), st.booleans(), st.integers(0, 9).map(np.uint64),
+                   st.sampled_from([1.5, "a", None]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 2**64 - 1), _ITEMS), max_size=12))
+def test_token_array_of_a_list_is_the_constructors(items: list[object]) -> None:
+    """A list goes in by ``fromlist``: the same words as ``array("Q", items)``, the same error type."""
+    try:
+        want: object = array("Q", items)  # type: ignore[arg-type, type-var]
+    except (TypeError, OverflowError) as exc:
+        want = type(exc)
+    try:
+        got: object = token_array(items)  # type: ignore[arg-type]
+    except (TypeError, OverflowError) as exc:
+        got = type(exc)
+    assert got == want

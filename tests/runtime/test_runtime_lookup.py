@@ -13,6 +13,8 @@ from rt_helpers import small_config, spec_variant, toks
 
 from morphcache.runtime import SHIPPED_SPEC, CacheManager, DiversionError, Miss, NeedsRecovery, Ready
 from morphcache.runtime.compiler import CompiledSpec
+from morphcache.runtime.errors import MorphcacheError
+from morphcache.runtime.lookup import VECTOR_FROM, pack_bytes
 from morphcache.runtime.search import HitSearch
 from morphcache.spec.loader import load_spec
 
@@ -161,3 +163,32 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     assert search.effective(masks, nominal) == search.brute(masks, nominal)
     # the vector backend hands the masks over as an array: the same answer
     assert search.effective(np.asarray(masks, dtype=np.int64), nominal) == search.brute(masks, nominal)
+
+
+# -- readiness masks: the vector backend's packed bits against the closures ---------------------------
+
+def test_pack_puts_byte_k_at_bit_k() -> None:
+    patterns = np.array([[(v >> k) & 1 for k in range(8)] for v in range(256)], dtype=np.uint8)
+    assert pack_bytes(patterns.view("<u8").reshape(256)).tolist() == list(range(256))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_vector_masks_match_the_closures(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    with CacheManager(config=small_config(gpu_pages=64, host_pages=64)) as m:
+        m.register("a", toks(0, 4 * 30 + int(rng.integers(0, 4))))  # a filling last page, windows slid
+        m.register("b", toks(1000, 4 * 8))
+        m.free("b")
+        pages = sorted(m.page_ids())
+        for pid in rng.choice(pages, size=6, replace=False).tolist():
+            try:
+                m.offload(pid, "host")
+            except MorphcacheError:
+                pass  # the spec refuses some (the filling page): the mix of states is what matters
+        ids = np.array(rng.permutation(pages), dtype=np.int64)
+        assert len(ids) >= VECTOR_FROM
+        lookups = m.parts.lookups
+        vector = lookups.masks(ids)
+        assert vector.dtype == np.int64
+        assert vector.tolist() == lookups.masks(ids, vector=False)
+        assert len(set(vector.tolist())) > 1

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from rt_helpers import bare_store
 
 from morphcache.runtime import CacheManager
+from morphcache.runtime.sparse import frozen
 
 READERS, PAGES = 3, 12
 NAMES = ("lpin", "block")  # one plain, one reverse-indexed
@@ -177,3 +178,18 @@ def test_the_pages_of_a_row_in_array_form_include_pages_added_after_it() -> None
         assert rid in store.views["lpin"].only  # still in array form
         assert sorted(store.pages_of(("lpin",), rid)) == [0, 1, 2, 3]
         assert sorted(store.pages_array(("lpin",), rid).tolist()) == [0, 1, 2, 3]
+
+
+def test_frozen_copies_once_and_shares_what_it_made() -> None:
+    """A lease's pages are copied once, read-only, then shared (its rows and the Lease keep the same array);
+    anything another array could change is copied."""
+    base = np.arange(10, dtype=np.int64)
+    view = base[2:8]
+    once = frozen(view)
+    assert once is not view and not once.flags.writeable and once.tolist() == list(range(2, 8))
+    assert frozen(once) is once
+    base[3] = 99  # the caller's array changes: the frozen copy does not
+    assert once.tolist() == list(range(2, 8))
+    ro_view = once[1:]
+    assert frozen(ro_view) is not ro_view  # a view of another array is copied (its base could be written)
+    assert frozen([4, 5]).tolist() == [4, 5] and frozen(np.arange(3, dtype=np.int32)).dtype == np.int64
