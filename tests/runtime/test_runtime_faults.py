@@ -251,13 +251,7 @@ def test_a_recovery_whose_copies_cannot_start_abandons_them(make_manager: Callab
     stopped), every queued copy is abandoned to the recompute path (no slot leaks, nothing left in
     flight) and the error is raised."""
     m = make_manager(gpu_pages=8, host_pages=8)
-    m.register("a", toks(0, 12))
-    m.free("a")
-    pages = m.cached_pages()
-    for pid in pages:
-        m.offload(pid)
-    res = m.lookup(toks(0, 12))
-    assert isinstance(res, NeedsRecovery) and res.plan.pages_on("prefetch")
+    res = _offloaded_prompt(m)
     used = m.metrics().extra["gpu_pages_used"]
     m.parts.prefetcher.executor.shutdown()
     with pytest.raises(RuntimeError):
@@ -273,13 +267,8 @@ def test_a_recovery_hands_its_copies_to_the_workers_in_one_job_each(make_manager
     """A recovery's queued copies go to the worker pool as one job a worker (every ``workers``-th copy
     each, in queue order), not one a page; every copy lands and the payloads read back whole."""
     m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
-    m.register("a", toks(0, 12))
-    m.free("a")
-    pages = m.cached_pages()
-    for pid in pages:
-        m.offload(pid)
-    res = m.lookup(toks(0, 12))
-    assert isinstance(res, NeedsRecovery) and len(res.plan.pages_on("prefetch")) >= 3
+    res = _offloaded_prompt(m)
+    assert len(res.plan.pages_on("prefetch")) >= 3
     pool = m.parts.prefetcher.executor
     jobs: list[Any] = []
     submit = pool.submit
@@ -290,3 +279,14 @@ def test_a_recovery_hands_its_copies_to_the_workers_in_one_job_each(make_manager
     assert not report.failed and not m.parts.busy.inflight
     assert isinstance(m.lookup(toks(0, 12)), Ready)
     m.check_integrity()
+
+
+def _offloaded_prompt(m: CacheManager) -> NeedsRecovery:
+    """A 12-token prompt cached, every page offloaded to the host: its lookup needs prefetches."""
+    m.register("a", toks(0, 12))
+    m.free("a")
+    for pid in m.cached_pages():
+        m.offload(pid)
+    res = m.lookup(toks(0, 12))
+    assert isinstance(res, NeedsRecovery) and res.plan.pages_on("prefetch")
+    return res
