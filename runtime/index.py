@@ -202,6 +202,9 @@ class SealedRows:
         live = int(np.count_nonzero(self.cls[:-1]))
         if live != len(records):
             out.append(f"{live} sealed rows kept for {len(records)} sealed pages")
+        classes, members = np.unique(self.cls[:-1][self.cls[:-1] != UNSEALED], return_counts=True)
+        if dict(zip(classes.tolist(), members.tolist(), strict=True)) != self._members:
+            out.append("the chain classes' member counts disagree with the sealed rows")
         return out
 
 
@@ -231,7 +234,6 @@ class PrefixIndex:
         the same tokens as a uint64 row, when the caller has one); its tokens as the tuple its record and
         continuation keep from now on (no container for the GC)."""
         self.sealed.seal(pid, parent, tokens if row is None else row)
-        self.sealed.seal(pid, parent, tokens)
         return self.kids.sealed_tokens(pid, tokens)
 
     def forget(self, pid: int) -> None:
