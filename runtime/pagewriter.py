@@ -278,6 +278,7 @@ class PageWriter:
         ``rows``: their tokens as a (pages x C) array, when the caller has one."""
         for i, rec in enumerate(recs):
             self._index_sealed(rec, None if rows is None else rows[i])
+        self.seam.updated_many(recs)  # the policy told of each, in order (it reads nothing the index keeps)
         pids = list(map(_PID, recs))
         if self.config.auto_compress:
             self.morph.maintain_many(pids)
@@ -290,7 +291,6 @@ class PageWriter:
         rec.recovery_tokens = self.C * (rec.depth + 1)  # its PageMeta's hash is the record's own
         rec.token_ids = self.index.seal(rec.pid, rec.parent, rec.token_ids, row)
         self.index.add_sealed(rec.hash, rec.pid)
-        self.seam.updated(rec)
 
 
 def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
