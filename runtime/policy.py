@@ -307,7 +307,7 @@ class LRUPolicy(EvictionPolicy):
     def on_insert_many(self, metas: Sequence[PageMeta]) -> None:
         # many fresh pages of one queue, none pooled (a write's): one code write, one bulk touch (the
         # same stamps as one ``_place`` each); else one ``_place`` each
-        first = metas[0] if len(metas) > 8 else None
+        first = metas[0] if len(metas) > 16 else None  # fewer: one ``_place`` each costs less
         queue = None if first is None else self._queue(first)
         if first is None or any(meta.pooled or self._queue(meta) != queue for meta in metas):
             for meta in metas:

@@ -54,7 +54,7 @@ class PolicySeam:
 
     def inserted_many(self, recs: Sequence[PageRecord]) -> None:
         """``inserted`` for each of ``recs`` (distinct fresh pages), in order."""
-        if len(recs) <= 8:
+        if len(recs) <= 16:  # a few: scalar writes cost less than numpy's fixed cost
             for rec in recs:
                 self.inserted(rec)
             return

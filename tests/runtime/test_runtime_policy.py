@@ -207,7 +207,7 @@ def test_lru_inserts_in_bulk_are_inserts_one_by_one(seed: int) -> None:
         op = rng.random()
         if op < 0.3 or not metas:
             free = [pid for pid in range(300) if pid not in metas]
-            pids = rng.sample(free, min(len(free), rng.choice([1, 5, 12, 40])))
+            pids = rng.sample(free, min(len(free), rng.choice([1, 5, 12, 24, 40])))
             tier, pooled = rng.choice(["gpu", "gpu", "host"]), rng.random() < 0.1
             pairs = [(PageMeta(pid, 0, tier=tier), PageMeta(pid, 0, tier=tier)) for pid in pids]
             for a, b in pairs:
