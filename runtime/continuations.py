@@ -57,7 +57,11 @@ class Continuations:
         if tokens:
             self._file(parent_hash, pid, tokens[0])
         else:
-            self._unfiled.setdefault(parent_hash, {})[pid] = None
+            unfiled = self._unfiled.get(parent_hash)
+            if unfiled is None:
+                self._unfiled[parent_hash] = {pid: None}
+            else:
+                unfiled[pid] = None
 
     def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
         """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""

@@ -192,3 +192,56 @@ def test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed: 
             eager._flush(False)
             got, want = list(lazy.propose(decision)), list(eager.propose(decision))
             assert got == want, (step, decision)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_lru_inserts_in_bulk_are_inserts_one_by_one(seed: int) -> None:
+    """``on_insert_many`` (a write's fresh pages) leaves LRU's proposals, clock and stamps exactly as
+    ``on_insert`` page by page would, among moves, pool changes, accesses and removals (ids reused)."""
+    import random
+
+    rng = random.Random(seed)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(400):
+        op = rng.random()
+        if op < 0.3 or not metas:
+            free = [pid for pid in range(300) if pid not in metas]
+            pids = rng.sample(free, min(len(free), rng.choice([1, 5, 12, 24, 40])))
+            tier, pooled = rng.choice(["gpu", "gpu", "host"]), rng.random() < 0.1
+            pairs = [(PageMeta(pid, 0, tier=tier), PageMeta(pid, 0, tier=tier)) for pid in pids]
+            for a, b in pairs:
+                a.pooled = b.pooled = pooled and rng.random() < 0.5
+                metas[a.page] = (a, b)
+            bulk.on_insert_many([a for a, _ in pairs])
+            for _, b in pairs:
+                single.on_insert(b)
+        elif op < 0.5:
+            pid = rng.choice(sorted(metas))
+            pooled, holders = rng.random() < 0.5, rng.randrange(2)
+            for meta, pol in zip(metas[pid], (bulk, single), strict=True):
+                meta.pooled, meta.holders = pooled, holders
+                pol.on_update(meta)
+        elif op < 0.7:
+            pid = rng.choice(sorted(metas))
+            tier = rng.choice(["gpu", "host", "disk", "dropped"])
+            for meta, pol in zip(metas[pid], (bulk, single), strict=True):
+                if meta.tier != tier:
+                    old, meta.tier = meta.tier, tier
+                    pol.on_move(meta, old)
+        elif op < 0.85:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([2, 20])))
+            for k, pol in enumerate((bulk, single)):
+                pol.on_access_many([metas[p][k] for p in pids], step)
+        else:
+            for pid in rng.sample(sorted(metas), min(len(metas), 6)):
+                for meta, pol in zip(metas.pop(pid), (bulk, single), strict=True):
+                    pol.on_remove(meta)
+        for decision in ("gpu", "host", "disk", "pool"):
+            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+        assert bulk.clock == single.clock
+        for name in ("stamp", "pool_stamp", "code", "in_pool"):  # (the columns may have grown apart)
+            a, b = getattr(bulk, name), getattr(single, name)
+            n = min(len(a), len(b))
+            assert (a[:n] == b[:n]).all() and not a[n:].any() and not b[n:].any(), (step, name)
+        assert bulk.pooled == single.pooled
