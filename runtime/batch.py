@@ -5,8 +5,7 @@ for which batches qualify and how each conjunct and effect is evaluated).
 
     source    owner states of every firing checked at once (one scalar when repeating one page)
     guard     each conjunct as its plan says: pre (numpy on the pre-state), affine (numpy with the
-              stepped columns), once (the generated function, at the first firing), step (numpy
-              with the stepped aggregates, after the rest: see ``_step``)
+              stepped columns), once (the generated function, at the first firing)
     effects   numpy, every firing; bounds as whole-array comparisons
     apply     column and row writes for the whole batch (or, recording, one firing at a time)
 
@@ -23,13 +22,13 @@ import numpy as np
 
 from morphcache.spec.vector import one_of
 
-from .batchplan import AFFINE, ONCE, PRE, STEP, Plan
+from .batchplan import AFFINE, ONCE, PRE, Plan
 from .compiler import CompiledEvent
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
 
-__all__ = ["AFFINE", "ONCE", "PRE", "STEP", "VectorFiring"]
+__all__ = ["AFFINE", "ONCE", "PRE", "VectorFiring"]
 
 
 class _Affine:
@@ -71,7 +70,7 @@ class VectorFiring:
         pipe, ev, plan = self.pipe, self.ev, self.plan
         if (not self.distinct and plan.shape != "repeat" and len(np.unique(self.p)) != self.count) \
                 or (plan.shape == "many" and not self.distinct and len(np.unique(self.r)) != self.count) \
-                or (not atomic and not plan.in_turn):
+                or (not atomic and not plan.independent):
             return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
         if plan.ends and not pipe.recorder.enabled:
             self.run_ends()
@@ -93,8 +92,6 @@ class VectorFiring:
             codes = self._owner_codes()  # a few source states: one comparison each (isin's fixed cost is more)
             ok = one_of(codes, sources) if len(sources) <= 4 else np.isin(codes, np.fromiter(sources, dtype=np.int64))
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
-            if klass == STEP:
-                continue  # decided last, on the firings the rest lets through (``_step``)
             if klass == ONCE or (repeat and klass == PRE):
                 first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
                 value: Any = bool(c.fn(first, store.arrays))
@@ -119,35 +116,12 @@ class VectorFiring:
                     inside &= value <= hi
                 ok &= inside
             values.append(value)
-        if plan.stepped:
-            ok = self._step(n, ok, atomic)
         if atomic and not _ALL(ok):
             return self._refuse()
         if plan.shape == "many" or not atomic:
             self._apply(ok, values)
         else:
             self._apply(None, values, extremes)  # every firing fires
-        return ok
-
-    def _step(self, n: dict[str, Any], ok: np.ndarray, atomic: bool) -> np.ndarray:
-        """The step conjuncts (batchplan.py): the k-th firing sees each stepped aggregate moved by its
-        step times the firings before it that fire (all of them when ``atomic``, else those ``ok``
-        lets through up to the first the step conjuncts refuse: after it nothing they read changes,
-        so every later firing is refused too)."""
-        before = np.arange(self.count, dtype=np.int64) if atomic else np.cumsum(ok, dtype=np.int64) - ok
-        names = dict(n)
-        for name, step in self.plan.stepped.items():
-            names[name] = n[name] + before * step
-        passed = np.ones(self.count, dtype=bool)
-        for c, klass in zip(self.ev.conjuncts, self.plan.conjuncts, strict=True):
-            if klass == STEP:
-                passed &= np.broadcast_to(np.asarray(c.vfn(names, self.pipe.store.varrays), dtype=bool), passed.shape)
-        if atomic:
-            return ok & passed
-        failed = ok & ~passed
-        if failed.any():
-            ok = ok & passed
-            ok[int(np.argmax(failed)):] = False
         return ok
 
     def run_ends(self) -> None:

@@ -15,11 +15,6 @@ state *before* the batch::
             evaluated with x + k * c
     once    reads what earlier firings write, but the event preserves it (preserve.py): holds at
             every firing once it holds at the first; evaluated once
-    step    (shape "pages") reads only sum aggregates of the owner that each firing steps by a
-            constant (its source state's body and its target's differ by the same c for every
-            source: a pool's count as ``admit`` fills it): evaluated with agg + j * c, j the firings
-            before the k-th that fire; once it fails for one firing it fails for every later one
-            (nothing it reads changes after), so a non-atomic batch stops there
     (none)  anything else: no plan; the pipeline fires the batch one by one
 
 Read and write patterns of a name: ``p``/``r``/``rp`` at the firing's own page, reader or (reader,
@@ -29,7 +24,7 @@ a quantifier over every live id, an aggregate).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,10 +33,10 @@ from morphcache.spec.expr import Binary, BoolOp, Compare, Const, Expr, Index, Na
 
 from .compiler import CompiledEvent, CompiledSpec
 from .domains import PAGE_READERS, READER_PAGES
-from .irtools import array_names, replace_index, simplify
+from .irtools import array_names
 from .preserve import preserved
 
-PRE, AFFINE, ONCE, STEP = "pre", "affine", "once", "step"
+PRE, AFFINE, ONCE = "pre", "affine", "once"
 
 
 @dataclass(frozen=True)
@@ -54,18 +49,11 @@ class Plan:
     affine: dict[str, int]  # reader variable -> its increment per firing (shape "one")
     ends: bool = False  # repeat: every affine conjunct convex and effect linear in k (see ``_ends``)
     pair_writes: bool = True  # the owner or an effect is per (reader, page): written one pair at a time
-    stepped: dict[str, int] = field(default_factory=dict)  # aggregate -> its step per firing (class step)
 
     @property
     def independent(self) -> bool:
         """Each firing's outcome is its own (no affine or once class): may fire non-atomically."""
         return all(c == PRE for c in self.conjuncts + self.effects)
-
-    @property
-    def in_turn(self) -> bool:
-        """Every class pre or step: may fire non-atomically (a step conjunct stops the batch at its
-        first failure)."""
-        return all(c == PRE for c in self.effects) and all(c in (PRE, STEP) for c in self.conjuncts)
 
 
 class BatchPlanner:
@@ -161,30 +149,6 @@ class BatchPlanner:
                     out[eff.target] = int(right.value) * (1 if v.op == "+" else -1)
         return out
 
-    def _stepped(self, ev: CompiledEvent) -> dict[str, int]:
-        """The sum aggregates of the owner alone that every firing of ``ev`` (a page's, writing no
-        other name they read) steps by one constant: body(target) - body(source), the same for every
-        source state."""
-        out: dict[str, int] = {}
-        if ev.scope != "page":
-            return out
-        names = {code: state for state, code in self.cspec.codes.get(ev.owner, {}).items()}
-        others = {eff.target for eff in ev.effects}
-        for name, agg in self.cspec.aggregates.items():
-            if agg.kind != "sum" or agg.reads != {ev.owner} or ev.owner in others or ev.target not in names:
-                continue
-
-            def at(code: int, agg: Any = agg) -> object:
-                body = simplify(replace_index(agg.body, lambda i: Const(names[code], i.loc)))
-                return body.value if isinstance(body, Const) else None
-
-            target = at(ev.target)
-            steps = {None if not isinstance(target, int) or not isinstance(v, int) or isinstance(v, bool)
-                     else target - v for v in map(at, ev.sources)}
-            if len(steps) == 1 and None not in steps and isinstance(target, int) and not isinstance(target, bool):
-                out[name] = steps.pop()  # type: ignore[assignment]
-        return out
-
     def _plan(self, ev: CompiledEvent, shape: str) -> Plan | None:
         if any(e.star is not None for e in ev.effects) or ev.params or ev.observes or ev.scope == "reader":
             return None
@@ -194,17 +158,11 @@ class BatchPlanner:
         affine = self._affine(ev, page) if same else {}
         written = {n for n, _ in writes}
         owner_read = {"page": "p", "reader": "r"}.get(ev.scope, "rp")
-        stepped = self._stepped(ev) if shape == "pages" else {}
         if page and (ev.target not in ev.sources or any(c.expr for c in ev.conjuncts
                                                         if ev.owner in array_names(c.expr))):
             return None  # repeating needs the owner to stay in a source state, unread by the guard
 
         def klass(e: Expr, conjunct: bool) -> str | None:
-            nodes = list(walk(e))
-            if conjunct and stepped and not any(isinstance(x, (Index, Reduce)) for x in nodes):
-                used = {x.name for x in nodes if isinstance(x, Name)}
-                if used and used <= stepped.keys():
-                    return STEP  # reads only stepped aggregates (no page, no reader): see the module doc
             aliased = {(n, pat) for n, pat in self._reads(e) if n in written and n != (ev.owner if page else None)
                        and any(self._alias(w, pat, same, page) for wn, w in writes if wn == n)}
             if not aliased:
@@ -226,9 +184,7 @@ class BatchPlanner:
                             if k == AFFINE) \
             and all(self._linear(e.expr, affine) for e, k in zip(ev.effects, effs, strict=True) if k == AFFINE)
         pairs = any(scope not in ("page", "reader") for scope in (ev.scope, *(e.scope for e in ev.effects)))
-        steps = {name: stepped[name] for c, k in zip(ev.conjuncts, conj, strict=True) if k == STEP
-                 for name in {x.name for x in walk(c.expr) if isinstance(x, Name)}}
-        return Plan(shape, conj, effs, affine, ends, pairs, steps)  # type: ignore[arg-type]
+        return Plan(shape, conj, effs, affine, ends, pairs)  # type: ignore[arg-type]
 
     # -- repeats decided at their ends ----------------------------------------------------------------
     # Repeating on one page, an affine read is x + k * c at the k-th firing.  An expression linear in k

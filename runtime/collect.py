@@ -23,7 +23,7 @@ from .binding import BLOCK, PIN, POOL
 from .errors import GuardRefused
 from .index import PrefixIndex
 from .pages import PageDirectory, PageRecord
-from .pipeline import VECTOR_FROM, Pipeline
+from .pipeline import Pipeline
 from .seam import PolicySeam
 from .tiers import Storage
 
@@ -78,7 +78,9 @@ class Collector:
         return rec is not None and self._held(rec, pid)
 
     def _held(self, rec: PageRecord, pid: int) -> bool:
-        return bool(rec.children) or self._held_but_children(pid)
+        cols = self.store.cols
+        return bool(rec.children or self.busy(pid) or cols[POOL][pid] == self._pooled or cols[PIN][pid]
+                    or self.store.readers_at((BLOCK,), pid))
 
     def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
@@ -100,70 +102,13 @@ class Collector:
     def collect_in_turn(self, pids: list[int], keeps: list[int]) -> None:
         """``collect(pids[i], keep={keeps[i], *pids[i + 1:]})`` for each i in order (a pool's victims
         evicted in one go, each kept from the collections before its own, ``keeps`` the pages admitted
-        for them, none of them among ``pids``).
-
-        Many to forget: the walks are traced first (``_traced``: what each would forget, in order),
-        then ``forget`` fires on all of them as one batch, in that order, and each is cleaned up in
-        turn.  The same firings on the same pages in the same order: ``forget`` reads and writes only
-        its own page (``poolbatch.exact_in_one_go``), and what decides a walk (a page's children, the
-        pool, pins, block tables, holds) only the cleanup of the pages before changes (their parents'
-        children), which the trace counts.  A refused batch is undone (its refusal uncounted) and the
-        victims go one at a time, where the refusal stops the walk it meets."""
-        traced = self._traced(pids, keeps) if len(pids) >= VECTOR_FROM else None
-        if traced is not None and len(traced[0]) >= VECTOR_FROM:
-            order, deferred = traced
-            refused = self.pipe.refused.get("forget")
-            try:
-                self.pipe.fire_batch("forget", None, np.asarray(order, dtype=np.int64), distinct=True)
-            except GuardRefused:
-                if refused is None:
-                    self.pipe.refused.pop("forget", None)
-                else:
-                    self.pipe.refused["forget"] = refused
-            else:
-                for pid in order:
-                    self.forgotten(pid)
-                self.busy.deferred.update(deferred)
-                return
+        for them, none of them among ``pids``)."""
         later = set(pids)
         for pid, keep in zip(pids, keeps, strict=True):
             later.discard(pid)
             later.add(keep)
             self.collect(pid, keep=later)
             later.discard(keep)
-
-    def _traced(self, pids: list[int], keeps: list[int]) -> tuple[list[int], list[int]]:
-        """The pages ``collect_in_turn`` forgets one at a time, in order (should every ``forget`` be
-        allowed), and the held pages its walks would defer; nothing changed."""
-        records, busy = self.pages.records, self.busy
-        children: dict[int, int] = {}  # the children counts the walks before leave
-        order: list[int] = []
-        deferred: list[int] = []
-        later = set(pids)
-        for pid, keep in zip(pids, keeps, strict=True):
-            later.discard(pid)
-            later.add(keep)
-            while pid >= 0 and pid not in later:
-                rec = records.get(pid)
-                if rec is None or pid in children and children[pid] < 0:
-                    break
-                kids = children.get(pid, rec.children)
-                if kids or self._held_but_children(pid):
-                    if pid in busy.held:
-                        deferred.append(pid)
-                    break
-                order.append(pid)
-                children[pid] = -1  # forgotten: its record gone
-                pid = rec.parent
-                if pid >= 0 and pid in records:
-                    children[pid] = children.get(pid, records[pid].children) - 1
-            later.discard(keep)
-        return order, deferred
-
-    def _held_but_children(self, pid: int) -> bool:
-        cols = self.store.cols
-        return bool(self.busy(pid) or cols[POOL][pid] == self._pooled or cols[PIN][pid]
-                    or self.store.readers_at((BLOCK,), pid))
 
     def collect_many(self, pids: np.ndarray) -> None:
         """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds."""

@@ -57,11 +57,7 @@ class Continuations:
         if tokens:
             self._file(parent_hash, pid, tokens[0])
         else:
-            unfiled = self._unfiled.get(parent_hash)
-            if unfiled is None:
-                self._unfiled[parent_hash] = {pid: None}
-            else:
-                unfiled[pid] = None
+            self._unfiled.setdefault(parent_hash, {})[pid] = None
 
     def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
         """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""

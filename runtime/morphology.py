@@ -66,7 +66,7 @@ class Morphology:
                     del pooled[pid]
                 rec = find(pid)
                 if rec is not None:
-                    rec.pooled = now
+                    rec.meta.pooled = now
                     changed.append(rec)
         if len(changed) == 1:
             self.seam.updated(changed[0])

@@ -243,16 +243,18 @@ class PageWriter:
         pages it sealed hashed into the index and their morphology proposed (``sealed_many``)."""
         seam, c = self.seam, self.C
         fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
-        seam.inserted_many(fresh)
+        for rec in fresh:
+            seam.inserted(rec)
         seam.holders(list(map(_PID, fresh)), 1)
         seam.tick()
         self.write_data(pending)
         sealed: list[PageRecord] = []
         for rec, _, toks, kinds in pending:
-            rec.tokens = held = rec.extend(toks)  # the record is its own PageMeta
+            meta = rec.meta
+            meta.tokens = rec.extend(toks)
             if kinds is not None and any(kinds):
-                rec.types = rec.types | {k for k in kinds if k}
-            if held == c:
+                meta.types = meta.types | {k for k in kinds if k}
+            if meta.tokens == c:
                 sealed.append(rec)
         seam.accessed(list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
         if sealed:

@@ -106,11 +106,6 @@ class EvictionPolicy:
     def on_remove(self, meta: PageMeta) -> None:
         """The page is forgotten (its id may be reused): drop every reference to it."""
 
-    def on_insert_many(self, metas: Sequence[PageMeta]) -> None:
-        """``on_insert`` for each of many pages, in order (the fresh pages of one write)."""
-        for meta in metas:
-            self.on_insert(meta)
-
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
         """``on_access`` for each page of a lookup's hit or a lease's read (override to do it in bulk)."""
         for meta in metas:
@@ -303,24 +298,6 @@ class LRUPolicy(EvictionPolicy):
 
     def on_insert(self, meta: PageMeta) -> None:
         self._place(meta)
-
-    def on_insert_many(self, metas: Sequence[PageMeta]) -> None:
-        # many fresh pages of one queue, none pooled (a write's): one code write, one bulk touch (the
-        # same stamps as one ``_place`` each); else one ``_place`` each
-        first = metas[0] if len(metas) > 16 else None  # fewer: one ``_place`` each costs less
-        queue = None if first is None else self._queue(first)
-        if first is None or any(meta.pooled or self._queue(meta) != queue for meta in metas):
-            for meta in metas:
-                self._place(meta)
-            return
-        idx = page_array(metas)
-        self._ensure(int(idx.max()))
-        if self.in_pool[idx].any():  # pooled here, not in its metadata: ``_place`` takes it out
-            for meta in metas:
-                self._place(meta)
-            return
-        self.code[idx] = 0 if queue is None else CODES[queue]
-        self._touch_many(idx, False)
 
     def on_access(self, meta: PageMeta, now: int) -> None:
         page = meta.page

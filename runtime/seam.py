@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from operator import attrgetter
 
 import numpy as np
 
@@ -49,20 +48,8 @@ class PolicySeam:
 
     def inserted(self, rec: PageRecord) -> None:
         """A page now exists."""
-        rec.created = rec.last_use = self.now
-        self.policy.on_insert(rec)
-
-    def inserted_many(self, recs: Sequence[PageRecord]) -> None:
-        """``inserted`` for each of ``recs`` (distinct fresh pages), in order."""
-        if len(recs) <= 16:  # a few: scalar writes cost less than numpy's fixed cost
-            for rec in recs:
-                self.inserted(rec)
-            return
-        now = self.now
-        for rec in recs:
-            rec.created = now
-        self.pages.cols.last_use[np.fromiter(map(_PID, recs), dtype=np.int64, count=len(recs))] = now
-        self.policy.on_insert_many(recs)
+        rec.meta.created = rec.meta.last_use = self.now
+        self.policy.on_insert(rec.meta)
 
     def accessed(self, pids: Sequence[int] | np.ndarray, listed: list[int] | None = None) -> None:
         """Pages were hit by a lookup, read or written at the current tick (distinct ids; a list or an
@@ -85,11 +72,11 @@ class PolicySeam:
 
     def updated(self, rec: PageRecord) -> None:
         """Something other than the tier changed in the page's metadata."""
-        self.policy.on_update(rec)
+        self.policy.on_update(rec.meta)
 
     def updated_many(self, recs: Sequence[PageRecord]) -> None:
         """``updated`` for each of ``recs``, in order."""
-        self.policy.on_update_many(recs)
+        self.policy.on_update_many([rec.meta for rec in recs])
 
     def holders(self, pids: Sequence[int] | np.ndarray, delta: int, listed: list[int] | None = None) -> None:
         """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids; a list
@@ -114,14 +101,14 @@ class PolicySeam:
 
     def moved(self, rec: PageRecord, tier: str) -> None:
         """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""
-        meta = rec  # the record is its own PageMeta
+        meta = rec.meta
         old, meta.tier = meta.tier, tier
         if old != tier:
             self.policy.on_move(meta, old)
 
     def removed(self, rec: PageRecord) -> None:
         """The page is forgotten."""
-        self.policy.on_remove(rec)
+        self.policy.on_remove(rec.meta)
 
     # -- decisions --------------------------------------------------------------------------------
     def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
@@ -139,7 +126,7 @@ class PolicySeam:
             if len(out) == k:
                 break
             rec = find(pid)
-            if rec is None or (not rec.pooled if pool else rec.tier != tier) or pid in protect or \
+            if rec is None or (not rec.meta.pooled if pool else rec.meta.tier != tier) or pid in protect or \
                     busy(pid) or not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 return None  # ``choose`` would refuse it: counted and reported there
             out.append(pid)
@@ -159,7 +146,7 @@ class PolicySeam:
             rec = find(pid)
             if rec is None:
                 reason = "unknown page"
-            elif (tier is not None and rec.tier != tier) or (decision == "pool" and not rec.pooled):
+            elif (tier is not None and rec.meta.tier != tier) or (decision == "pool" and not rec.meta.pooled):
                 reason = "not in pool" if decision == "pool" else "not in tier"
             elif pid in protect:
                 reason = "protected"  # the operation that needs the room uses it
@@ -181,6 +168,3 @@ def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, n
     if len(pids) <= 8:
         return (pids.tolist() if isinstance(pids, np.ndarray) else list(pids)), None
     return None, pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))
-
-
-_PID = attrgetter("pid")

@@ -17,7 +17,6 @@ from test_runtime_roombatch import Twins, long_writes
 
 from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime import morphology as morphology_module
-from morphcache.runtime.collect import Collector
 from morphcache.runtime.poolbatch import exact_in_one_go
 
 
@@ -34,20 +33,6 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(morphology_module, "admit_batch", batch)
     return done
-
-
-def traced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many pages each traced collection of a pool's victims forgets."""
-    sizes: list[int] = []
-    real = Collector._traced
-
-    def trace(self: Collector, pids: list[int], keeps: list[int]) -> tuple[list[int], list[int]]:
-        out = real(self, pids, keeps)
-        sizes.append(len(out[0]))
-        return out
-
-    monkeypatch.setattr(Collector, "_traced", trace)
-    return sizes
 
 
 def policy_state(m: CacheManager) -> tuple[Any, ...]:
@@ -107,9 +92,8 @@ def big_writes(twin: Twins, rng: random.Random, i: int, seqs: list[str]) -> None
 @pytest.mark.parametrize("seed", [8, 9])
 def test_many_victims_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     """Writes of many pages against a full pool (the evictions one vector batch; victims whose
-    collection forgets their ancestors too, the forgets one batch) against one page at a time."""
+    collection forgets their ancestors too) against one page at a time."""
     done = counting(monkeypatch)
-    forgets = traced(monkeypatch)
     ms, twin = twins(tmp_path, gpu_pages=160, host_pages=32, pool_capacity=40)
     rng = random.Random(seed)
     seqs: list[str] = []
@@ -120,7 +104,6 @@ def test_many_victims_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s
             sid = seqs.pop(0)
             twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
     assert max(done) >= 16, "no vector batch of evictions"
-    assert max(forgets) >= 16, "no batch of forgets"
     for m in ms:
         m.check_integrity()
         m.close()
@@ -161,22 +144,6 @@ def test_batched_admissions_conform(monkeypatch: pytest.MonkeyPatch) -> None:
     assert done == [6]
     steps = m.steps()
     assert {"evict", "admit", "forget"} <= {s.event for s in steps}
-    assert check_all(m, steps) == []
-    m.check_integrity()
-    m.close()
-
-
-def test_batched_forgets_conform(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pool's victims and their ancestors forgotten as one batch: the recorded steps conform."""
-    forgets = traced(monkeypatch)
-    opts = {**INSTANCE, "gpu_pages": 64, "disk_pages": 0, "pool_capacity": 20}
-    m = CacheManager(config=RuntimeConfig(**opts, record=True))
-    m.register("a", toks(0, 40))  # 20 pages: the pool full
-    m.free("a")
-    m.register("b", toks(100, 40))  # 20 pages, each evicting one of a's (forgotten at the last, together)
-    assert max(forgets) >= 16
-    steps = m.steps()
-    assert sum(s.event == "forget" for s in steps) >= 16
     assert check_all(m, steps) == []
     m.check_integrity()
     m.close()
