@@ -174,6 +174,10 @@ class PageWriter:
         for rec in reversed(linked):
             self.index.remove_child(rec.parent_hash, rec.pid)
             self._unlink(rid, block)
+        self._give_back(opened)
+
+    def _give_back(self, opened: list[PageRecord]) -> None:
+        """Undo of taking ``opened``'s records and slots (``record`` and a slot each), latest first."""
         for rec in reversed(opened):
             self.storage.free_slot(rec)
             self.pages.remove(rec.pid)
@@ -205,9 +209,9 @@ class PageWriter:
 
     def fresh_many(self, readers: list[ReaderRecord]) -> list[PageRecord]:
         """A fresh page id, its record and a GPU slot for each reader's next block, in order (inside a
-        transaction; one undo for them all, as ``_unwrite`` gives a write's back)."""
+        transaction; one undo for them all, ``_give_back``)."""
         opened: list[PageRecord] = []
-        self.undo(lambda: self._unwrite(-1, [], opened, [], []))
+        self.undo(lambda: self._give_back(opened))
         place, take = self.storage.place, self.storage.slots.take
         for reader in readers:
             rec = self.record(reader)
