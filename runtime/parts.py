@@ -19,6 +19,7 @@ Each part holds the parts below it that it uses; none calls another's private na
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from .binding import GEN, SHIPPED_SPEC, check_binding
 from .collect import Busy, Collector
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
+from .errors import BadInputError
 from .index import PrefixIndex
 from .leases import LeaseBook
 from .lookup import Lookups
@@ -179,6 +181,22 @@ class Parts:
             extra["disk_leftover_files"] = len(self.storage.disk.leftovers)
         snap = self.metrics.snapshot(self.pipe.fired, self.pipe.refused, self.seam.refusals, self.seam.victims)
         return replace(snap, state=self.recurrent.snapshot(snap.requested_tokens))
+
+    def page_values(self, pids: Sequence[int], names: Sequence[str]) -> dict[str, list[Any]]:
+        """Named values of many live pages at once, decoded as ``page_state`` gives them: a spec page
+        value's column read once for all ``pids``, or ``gpu_slot`` from the records; one list per name."""
+        recs = [self.pages.get(pid) for pid in pids]  # UnknownPageError for a page that is not live
+        store, dec = self.pipe.store, self.cspec.decode
+        out: dict[str, list[Any]] = {}
+        for name in names:
+            if name == "gpu_slot":
+                out[name] = [rec.gpu_slot for rec in recs]
+            elif name in store.page_names:
+                col = store.vecs[name]
+                out[name] = [dec(name, v) for v in col[list(pids)].tolist()] if pids else []
+            else:
+                raise BadInputError(f"page_values: no page value named {name!r} (spec page values and 'gpu_slot')")
+        return out
 
     def page_state(self, pid: int) -> dict[str, Any]:
         """Every spec value of a live page (decoded), plus its chain facts."""

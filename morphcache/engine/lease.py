@@ -34,16 +34,11 @@ class SequenceLease(KernelLease):
         self.seq_id = seq_id
         self.pages = manager.sequence_pages(seq_id)
         pinned = set(runtime_lease.pages) if runtime_lease is not None else set()
-        slots: list[int] = []
-        gens: list[int] = []
-        self.own: list[tuple[int, int, int]] = []  # (page, slot, generation) of unpinned pages
-        for pid in self.pages:
-            st = manager.page_state(pid)
-            slot, gen = int(st["gpu_slot"]), int(st["gen"])
-            slots.append(slot)
-            gens.append(gen)
-            if pid not in pinned:
-                self.own.append((pid, slot, gen))
+        now = manager.page_values(self.pages, ("gpu_slot", "gen"))  # one read of the two columns
+        slots: list[int] = now["gpu_slot"]
+        gens: list[int] = now["gen"]
+        rows = zip(self.pages, slots, gens, strict=True)
+        self.own: list[tuple[int, int, int]] = [row for row in rows if row[0] not in pinned]  # unpinned pages
         self.slots: tuple[int, ...] = tuple(slots)
         self.runtime = manager.kernel_lease([runtime_lease], device) if runtime_lease is not None else None
         self.block_table = torch.tensor([slots or [-1]], dtype=torch.int32, device=device)
@@ -55,13 +50,16 @@ class SequenceLease(KernelLease):
         is still what the lease recorded."""
         if self.runtime is not None:
             self.runtime.check_live()
-        for pid, slot, gen in self.own:
-            st = self.manager.page_state(pid)
-            if st["tier"] != "gpu" or st["gpu_slot"] != slot or st["gen"] != gen or \
-                    self.seq_id not in st["sequences"]:
+        if not self.own:
+            return
+        own = [pid for pid, _, _ in self.own]
+        now = self.manager.page_values(own, ("tier", "gpu_slot", "gen"))
+        held = set(self.manager.sequence_pages(self.seq_id))
+        for (pid, slot, gen), tier, at, g in zip(self.own, now["tier"], now["gpu_slot"], now["gen"], strict=True):
+            if tier != "gpu" or at != slot or g != gen or pid not in held:
                 raise StaleLeaseError(
-                    f"sequence {self.seq_id!r}: own page {pid} moved (tier {st['tier']}, slot {st['gpu_slot']}, "
-                    f"gen {st['gen']}; leased slot {slot}, gen {gen})")
+                    f"sequence {self.seq_id!r}: own page {pid} moved (tier {tier}, slot {at}, "
+                    f"gen {g}; leased slot {slot}, gen {gen})")
 
 
 class FixedLease(KernelLease):

@@ -148,7 +148,7 @@ class Session:
         m.register(self.seq_id, list(prompt[:n]), types=clipped(self.types, 0, n), session=self.session,
                    task=self.task)
         src = list(hit.slots) + ([hit.partial_slot] if hit.partial_slot is not None else [])
-        own = [int(m.page_state(pid)["gpu_slot"]) for pid in m.sequence_pages(self.seq_id)]
+        own: list[int] = m.page_values(m.sequence_pages(self.seq_id), ("gpu_slot",))["gpu_slot"]
         if any(s < 0 for s in own):
             self._abandon("a page of the hit prefix left the GPU while it was being allocated")
         self.engine.store.copy_pages(src, own[: len(src)])
@@ -235,9 +235,10 @@ class Session:
         """Propose ``compress`` for the sequence's sealed pages not compressed yet (their KV is in the
         pools; the store skips the kernel when the forward already compressed them)."""
         m = self.manager
-        for pid in m.sequence_pages(self.seq_id):
-            st = m.page_state(pid)
-            if st["tail"] == "sealed" and st["compressed"] == "none" and st["tier"] == "gpu":
+        pages = m.sequence_pages(self.seq_id)
+        now = m.page_values(pages, ("tail", "compressed", "tier"))
+        for pid, tail, compressed, tier in zip(pages, now["tail"], now["compressed"], now["tier"], strict=True):
+            if tail == "sealed" and compressed == "none" and tier == "gpu":
                 m.compress(pid)
 
     # -- close ------------------------------------------------------------------------------------
@@ -288,12 +289,13 @@ class Session:
             plan = self.outcome.recompute_plan if self.outcome is not None else None
             if plan is not None and not engine.config.unsafe and self.failed is None and self.exact:
                 self.rebuilt = write_back(m, engine.store, plan, pages, self.tokens)
-            states = [m.page_state(pid) for pid in pages]
             if engine.config.release_windows:
-                for st in states:
-                    if st["window"] == "expired" and st["tier"] == "gpu":
-                        engine.store.release_window(int(st["gpu_slot"]))
+                now = m.page_values(pages, ("window", "tier", "gpu_slot"))
+                for window, tier, slot in zip(now["window"], now["tier"], now["gpu_slot"], strict=True):
+                    if window == "expired" and tier == "gpu":
+                        engine.store.release_window(slot)
             if engine.config.unsafe and self.failed is None:
+                states = [m.page_state(pid) for pid in pages]
                 engine.hash_only.record([(st["tokens"], int(st["gpu_slot"])) for st in states])
         finally:
             if self.lease is not None:

@@ -10,11 +10,13 @@ import pytest
 from rt_helpers import spec_variant, toks
 
 from morphcache.runtime import (
+    BadInputError,
     CacheManager,
     NeedsRecovery,
     Ready,
     RuntimeConfig,
     TierError,
+    UnknownPageError,
     expected_payload,
 )
 from morphcache.testing import diskdamage
@@ -72,6 +74,24 @@ def test_gpu_pressure_moves_cold_pages_down_the_tiers(make_manager: Callable[...
     assert m.metrics().bytes_moved["host->disk"] > 0
     r = m.lookup(toks(0, 8))  # the oldest prefix went down the tiers (or was dropped)
     assert not isinstance(r, Ready)
+
+
+def test_page_values_say_what_page_state_says(make_manager: Callable[..., CacheManager]) -> None:
+    m = make_manager(gpu_pages=4, host_pages=2, disk_pages=3, pool_capacity=16)
+    for i in range(6):
+        m.register(f"s{i}", toks(100 * i, 8 + i % 3))
+        if i < 5:
+            m.free(f"s{i}")
+    pids = list(reversed(m.page_ids()))
+    names = ("tier", "gen", "tail", "compressed", "window", "pool", "verified", "gpu_slot")
+    got = m.page_values(pids, names)
+    assert {name: [m.page_state(p)[name] for p in pids] for name in names} == got
+    assert set(got["tier"]) >= {"gpu", "host"}  # pages on several tiers compared
+    assert m.page_values([], ("gen",)) == {"gen": []}
+    with pytest.raises(UnknownPageError):
+        m.page_values([pids[0], 10_000], ("gen",))
+    with pytest.raises(BadInputError, match="no page value named 'colour'"):
+        m.page_values(pids, ("colour",))
 
 
 @pytest.mark.parametrize("damage", ["bitflip", "truncate", "delete"])
