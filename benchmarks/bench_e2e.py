@@ -121,7 +121,7 @@ def measure(ops: str, prefix_len: int, args: argparse.Namespace) -> Row:
 
 
 def _fmt(t: float | None) -> str:
-    return "-" if t is None else f"{t:9.2f}"
+    return "-" if t is None else f"{t:9.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:
