@@ -84,17 +84,19 @@ class PlanContext:
 
 def bind_lines(pipe: Any, ev: CompiledEvent, params: bool, scope: dict[str, Any], t: str = "") -> list[str]:
     """The names of the firing: ``names.bind`` unrolled (its general form when the event takes params
-    or observations); a tracked value kept for the reader read from its failing pages (put in
-    ``scope``) as ``Incremental.value`` reads it, else asked of it."""
+    or observations); a tracked value kept for the reader with none of its pages pending read from its
+    failing pages (put in ``scope``) as ``Incremental.value`` reads it, else asked of it."""
     names = pipe.names
     if params and (ev.params or ev.observes):
         return ["n = bind(ev, r, p, params, observed)"]
     out = ["n['r'] = r", "n['p'] = p"]
     if ev.reads & names.agg_contrib.keys():
         out.append("if names.agg_dirty: names.refresh()")
-    for i, name in enumerate(names.tracked_reads[ev.name]):
+    for i, name in enumerate(names.tracked_reads[ev.name]):  # kept and nothing pending: its failing pages
         scope[f"tracked{i}{t}"] = names.inc.tracked[name].fails
-        out += [f"f = tracked{i}{t}.get(r)", f"n[{name!r}] = inc_value({name!r}, r) if f is None else not f",
+        scope[f"pending{i}{t}"] = names.inc.tracked[name].pending
+        out += [f"f = tracked{i}{t}.get(r)",
+                f"n[{name!r}] = inc_value({name!r}, r) if f is None or r in pending{i}{t} else not f",
                 "n['r'] = r", "n['p'] = p"]
     return out
 

@@ -91,3 +91,27 @@ def test_proposals_count_no_refusal_whatever_their_batch() -> None:
         counts.append(dict(snap.events_refused))
         m.close()
     assert counts[0] == counts[1] == {}, counts
+
+
+
+def second_open(fast: bool) -> list[str]:
+    """Whether an ``open`` fires at a page boundary, and whether a second one does right after it."""
+    m = CacheManager(config=small_config(None, gpu_pages=16, fast=fast))
+    m.register("a", toks(0, 8))  # two pages sealed: the frontier at a page boundary
+    pipe, rid = m.parts.pipe, m.parts.readers.sequence("a").rid
+
+    def fire_open() -> None:
+        pipe.fire("open", rid, pipe.store.alloc_page())
+
+    got = [attempt(pipe, fire_open)[0]]
+    sp = pipe.begin()
+    fire_open()
+    got.append(attempt(pipe, fire_open)[0])
+    pipe.rollback(sp)
+    return got
+
+
+def test_a_pending_page_is_evaluated_before_a_plan_reads_the_tracked_value() -> None:
+    """An ``open`` leaves its page pending for the reader's ``next_block_free``; a second ``open`` at
+    the same frontier is refused by the generated plan exactly as by the general code."""
+    assert [second_open(True), second_open(False)] == [["fired", "refused"]] * 2
