@@ -32,6 +32,8 @@ from .errors import UnknownPageError
 from .metabatch import MetaBatch
 from .policy import PageMeta
 
+_NO_TYPES: frozenset[str] = frozenset()
+
 
 class MetaColumns:
     """``last_use``, ``uses`` and ``holders`` of every page id."""
@@ -87,6 +89,26 @@ class PageRecord(LivePageMeta):
         cols.ensure(pid)
         self.cols = cols
         PageMeta.__init__(self, pid, depth, **kwargs)
+        self._chain_facts(pid, parent, parent_hash)
+
+    @classmethod
+    def opened(cls, cols: MetaColumns, pid: int, parent: int, parent_hash: int, depth: int, session: str | None,
+               task: str | None, writer: str | None, nbytes: int) -> PageRecord:
+        """The record of a page a writer opens: what the constructor makes with these PageMeta fields
+        and every other at its default (``tokens`` 0, no types, created 0 on the GPU, nothing pooled or
+        held, no hash), its slots set one by one instead of through PageMeta's keyword constructor (a
+        long write opens one a page; ``test_runtime_pagewrite`` holds the two equal)."""
+        cols.ensure(pid)
+        rec = cls.__new__(cls)
+        rec.cols = cols
+        rec.page, rec.depth, rec.tokens, rec.types = pid, depth, 0, _NO_TYPES
+        rec.session, rec.task, rec.writer, rec.created = session, task, writer, 0
+        rec.tier, rec.bytes, rec.recovery_tokens, rec.pooled, rec.hash = "gpu", nbytes, 0, False, None
+        cols.last_use[pid] = cols.uses[pid] = cols.holders[pid] = 0
+        rec._chain_facts(pid, parent, parent_hash)
+        return rec
+
+    def _chain_facts(self, pid: int, parent: int, parent_hash: int) -> None:
         self.pid = pid
         self.parent = parent  # page id of the block before it, -1 at depth 0
         self.parent_hash = parent_hash

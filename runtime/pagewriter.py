@@ -107,8 +107,9 @@ class PageWriter:
     def events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
                pending: list[Pending]) -> None:
         """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction), page by page,
-        each page's events one chain (``Pipeline.chain``), the sealed pages' hashes known first; the
-        records, slots, block table, continuations, hashes and tip it takes undone by one action."""
+        each page's events one chain (``Pipeline.chain``); the sealed pages' hashes, and with them the
+        records and slots of every page the write opens, made first (``open_run``); the records, slots,
+        block table, continuations, hashes and tip it takes undone by one action."""
         c, rid = self.C, reader.rid
         i, n, pos = 0, len(tokens), start
         last_seal = (start + n) // c * c  # the frontier the write's last seal reaches
@@ -120,17 +121,18 @@ class PageWriter:
         sealed: list[PageRecord] = []
         self.undo(lambda: self._unwrite(rid, reader.block, opened, linked, sealed))
         hashes = self.write_hashes(reader, start, tokens)
+        opens = len(range(-(-start // c) * c, start + n, c))  # the page boundaries the write crosses
+        fresh = iter(self.open_run(reader, opens, hashes, start % c > 0, opened) if opens else ())
         chain = self.pipe.chain("open", "append", "seal")  # a page's open?, appends, seal? (chainplan.py)
         records, block, add_child = self.pages.records, reader.block, self.index.add_child
-        place, take = self.storage.place, self.storage.slots.take
         while i < n:
             fill = pos % c
             step = min(c - fill, n - i)
             seals = fill + step == c
             if fill == 0:
-                rec = self.record(reader)
-                opened.append(rec)
-                place(rec, take(rec.pid), 0)
+                rec = next(fresh)
+                if rec.gpu_slot < 0:  # too few free slots for the whole run: taken page by page
+                    self.storage.place(rec, self.storage.slots.take(rec.pid), 0)
                 chain(rid, rec.pid, True, step - seals, seals)
                 block.append(rec.pid)
                 linked.append(rec)
@@ -149,6 +151,42 @@ class PageWriter:
             pos += step
         if linked:
             self.tips.point(rid, linked[-1])
+
+    def open_run(self, reader: ReaderRecord, count: int, hashes: list[int], partial: bool,
+                 opened: list[PageRecord]) -> list[PageRecord]:
+        """Fresh page ids, records and GPU slots (when that many are free; else none) for the ``count``
+        pages a write opens after the reader's block table, in block order (inside a transaction; appended to ``opened``, which the caller
+        undoes).  Each one's parent is the page before it; its parent hash the hash the write seals
+        that page with (``hashes``, the write's sealed pages in order, its first the partial page the
+        write completes when ``partial``), or the sealed last block's (the root's for an empty table)::
+
+            partial, C = 4:   [ 4 5 | t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ...     hashes h0 h1: opened #a after
+                              (last block)     #a              #b          the last block, parent hash h0;
+                                                                           #b after #a, parent hash h1
+        """
+        block, records, cols, alloc = reader.block, self.pages.records, self.pages.cols, self.store.alloc_page
+        add, take, place, opened_rec = self.pages.add, self.storage.slots.take, self.storage.place, PageRecord.opened
+        session, task, name, nbytes = reader.session, reader.task, reader.name, self.page_bytes
+        parent = block[-1] if block else -1
+        depth = len(block)
+        back = 1 if partial else 0
+        slots = len(self.storage.slots.free_slots) >= count  # else taken as each page opens (the caller)
+        run: list[PageRecord] = []
+        for j in range(count):
+            if j + back:
+                parent_hash = hashes[j + back - 1]
+            else:
+                parent_hash = records[parent].hash if parent >= 0 else ROOT_HASH
+                assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
+            pid = alloc()
+            rec = opened_rec(cols, pid, parent, parent_hash, depth + j, session, task, name, nbytes)
+            add(rec)
+            opened.append(rec)
+            run.append(rec)
+            if slots:
+                place(rec, take(pid), 0)
+            parent = pid
+        return run
 
     def write_hashes(self, reader: ReaderRecord, start: int, tokens: Sequence[int]) -> list[int]:
         """The chain hash of each page a write of ``tokens`` at ``start`` seals, in page order, with the
@@ -202,8 +240,8 @@ class PageWriter:
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
         assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
         pid = self.store.alloc_page()
-        rec = self.pages.record(pid, parent, parent_hash, len(block), session=reader.session, task=reader.task,
-                                writer=reader.name, bytes=self.page_bytes)
+        rec = PageRecord.opened(self.pages.cols, pid, parent, parent_hash, len(block), reader.session, reader.task,
+                                reader.name, self.page_bytes)
         self.pages.add(rec)
         return rec
 
