@@ -281,8 +281,10 @@ class PageWriter:
 
     def written(self, pending: list[Pending]) -> None:
         """After commit, for every page the transaction wrote, in bulk: the policy told of the fresh ones
-        and of every write (one tick), the bytes to the data plane, the tokens to the records, then the
-        pages it sealed hashed into the index and their morphology proposed (``sealed_many``)."""
+        and of every write (one tick), the bytes to the data plane, the tokens to the records (a page
+        written whole keeps them as the tuple a sealed page holds), then the pages it sealed hashed
+        into the index (their rows of tokens one array) and their morphology proposed
+        (``sealed_many``)."""
         seam, c = self.seam, self.C
         fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
         for rec in fresh:
@@ -291,35 +293,64 @@ class PageWriter:
         seam.tick()
         self.write_data(pending)
         sealed: list[PageRecord] = []
-        for rec, _, toks, kinds in pending:
-            meta = rec.meta
-            meta.tokens = rec.extend(toks)
+        rows: list[Any] | None = []  # the sealed pages' tokens, while every one is a uint64 array
+        for rec, fill, toks, kinds in pending:
+            if fill == 0 and len(toks) == c:  # the whole page: sealed, its tokens the tuple it keeps
+                rec.token_ids = tuple(toks)
+                rec.tokens = c
+            else:
+                rec.tokens = rec.extend(toks)
             if kinds is not None and any(kinds):
-                meta.types = meta.types | {k for k in kinds if k}
-            if meta.tokens == c:
+                rec.types = rec.types | {k for k in kinds if k}
+            if rec.tokens == c:
                 sealed.append(rec)
+                if rows is not None:
+                    if fill == 0 and toks.__class__ is array and toks.typecode == "Q":  # type: ignore[attr-defined]
+                        rows.append(toks)
+                    elif fill:
+                        rows.append(array("Q", rec.token_ids))
+                    else:
+                        rows = None
         seam.accessed(list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
         if sealed:
-            self.sealed_many(sealed)
+            self.sealed_many(sealed, None if rows is None else
+                             np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), c))
 
     def write_data(self, pending: list[Pending]) -> None:
         """The bytes of every run of ``pending`` to the data plane: one call over all their tokens when
-        the store takes many (slot, block, offset, token) at once, else one call per page."""
+        the store takes many (slot, block, offset, token) at once, else one call per page.  Pages that
+        follow one another in one write (each the block after the one before, from its first token)
+        are one run of positions::
+
+            depth 3, fill 2, C = 4:   [ . . t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ]      positions 14 .. 20
+            block = position // C - 3 (the slot of each page), offset = position % C
+        """
         many = getattr(self.storage.data, "write_tokens_many", None)
         total = sum(len(toks) for _, _, toks, _ in pending)
         if many is not None and len(pending) > 1 and total >= 32:
-            counts = np.fromiter((len(toks) for _, _, toks, _ in pending), dtype=np.int64, count=len(pending))
-            try:  # a run's tokens are an unsigned 64-bit array (inputs.py) or a short list: no copy a token
-                toks_all = np.concatenate([np.frombuffer(toks, dtype=np.uint64) if isinstance(toks, array)
-                                           and toks.typecode == "Q" else np.array(toks, dtype=np.uint64)
-                                           for _, _, toks, _ in pending])
-            except OverflowError:
-                toks_all = None
+            chunks = [toks for _, _, toks, _ in pending]
+            toks_all: np.ndarray | None = None
+            if all(toks.__class__ is array and toks.typecode == "Q" for toks in chunks):  # type: ignore[attr-defined]
+                toks_all = np.frombuffer(b"".join(chunks), dtype=np.uint64)  # type: ignore[arg-type]
+            else:
+                try:
+                    toks_all = np.concatenate([np.array(toks, dtype=np.uint64) for toks in chunks])
+                except OverflowError:
+                    pass
             if toks_all is not None:
+                c, (first, fill0, _, _) = self.C, pending[0]
+                run = all(rec.depth == first.depth + i and (fill == 0 or not i)
+                          for i, (rec, fill, _, _) in enumerate(pending))
+                slots = np.fromiter((rec.gpu_slot for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
+                if run:
+                    pos = np.arange(first.depth * c + fill0, first.depth * c + fill0 + total, dtype=np.int64)
+                    depths = pos // c
+                    many(slots[depths - first.depth], depths, pos - depths * c, toks_all)
+                    return
+                counts = np.fromiter((len(toks) for toks in chunks), dtype=np.int64, count=len(pending))
                 ends = np.cumsum(counts)
                 within = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
                 fills = np.fromiter((fill for _, fill, _, _ in pending), dtype=np.int64, count=len(pending))
-                slots = np.fromiter((rec.gpu_slot for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
                 depths = np.fromiter((rec.depth for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
                 many(np.repeat(slots, counts), np.repeat(depths, counts), np.repeat(fills, counts) + within, toks_all)
                 return
