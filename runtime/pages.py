@@ -89,7 +89,13 @@ class PageRecord(LivePageMeta):
         cols.ensure(pid)
         self.cols = cols
         PageMeta.__init__(self, pid, depth, **kwargs)
-        self._chain_facts(pid, parent, parent_hash)
+        self.pid = pid
+        self.parent = parent  # page id of the block before it, -1 at depth 0
+        self.parent_hash = parent_hash
+        self.token_ids: list[int] | tuple[int, ...] = []  # a list while filling, a tuple once sealed
+        self.children = 0  # live pages whose parent this page is
+        self.gpu_slot = -1  # GPU pool slot while the page occupies one
+        self.checksum: int | None = None  # checksum of the payload when it left the GPU
 
     @classmethod
     def opened(cls, cols: MetaColumns, pid: int, parent: int, parent_hash: int, depth: int, session: str | None,
@@ -105,17 +111,9 @@ class PageRecord(LivePageMeta):
         rec.session, rec.task, rec.writer, rec.created = session, task, writer, 0
         rec.tier, rec.bytes, rec.recovery_tokens, rec.pooled, rec.hash = "gpu", nbytes, 0, False, None
         cols.last_use[pid] = cols.uses[pid] = cols.holders[pid] = 0
-        rec._chain_facts(pid, parent, parent_hash)
+        rec.pid, rec.parent, rec.parent_hash, rec.token_ids = pid, parent, parent_hash, []
+        rec.children, rec.gpu_slot, rec.checksum = 0, -1, None
         return rec
-
-    def _chain_facts(self, pid: int, parent: int, parent_hash: int) -> None:
-        self.pid = pid
-        self.parent = parent  # page id of the block before it, -1 at depth 0
-        self.parent_hash = parent_hash
-        self.token_ids: list[int] | tuple[int, ...] = []  # a list while filling, a tuple once sealed
-        self.children = 0  # live pages whose parent this page is
-        self.gpu_slot = -1  # GPU pool slot while the page occupies one
-        self.checksum: int | None = None  # checksum of the payload when it left the GPU
 
     @property
     def meta(self) -> PageRecord:

@@ -14,8 +14,9 @@ Token and page arithmetic (C = page size)::
 
 Room is made before a transaction starts (a full GPU pool moves the policy's victims, never the
 sequence's own pages); inside it only spec events and what undoes exactly with them happen (an
-undo action is registered for each), so a refusal leaves everything as it was.  The module is a little
-longer than most: the write loop, what undoes it and the bulk work after its commit read best together.
+undo action is registered for each), so a refusal leaves everything as it was.  The bulk work after
+a commit is ``WrittenPages`` (written.py).  The module is a little longer than most: the write loop,
+the records it opens and what undoes them read best together.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
 from .tips import Tips
+from .written import Pending, WrittenPages
 
-Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
+__all__ = ["PageWriter", "Pending"]
 
 
 class PageWriter:
@@ -56,6 +58,17 @@ class PageWriter:
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self._undo: list[Callable[[], None]] = []
         self.tips = Tips()  # the page each reader is writing (tips.py), kept wherever a block table changes
+        self.done = WrittenPages(pages, index, storage, morph, seam, config)  # the bulk work after a commit
+
+    @property
+    def bulk(self) -> bool:
+        """Whether the records and slots of a write's pages are made in one pass and its sealed rows stored
+        as one array (False: page by page, the reference the bulk path is tested against)."""
+        return self.done.bulk
+
+    @bulk.setter
+    def bulk(self, on: bool) -> None:
+        self.done.bulk = on
 
     def undo(self, fn: Callable[[], Any]) -> None:
         """Register what undoes a change made outside the state store in the current transaction."""
@@ -84,7 +97,7 @@ class PageWriter:
                 fn()
             raise
         pipe.commit()
-        (after or self.written)(pending)
+        (after or self.done.written)(pending)
 
     def attempt(self, part: Callable[[], Any]) -> bool:
         """Run ``part`` inside the current transaction as a part that stands or falls alone: on a
@@ -122,7 +135,7 @@ class PageWriter:
         self.undo(lambda: self._unwrite(rid, reader.block, opened, linked, sealed))
         hashes = self.write_hashes(reader, start, tokens)
         opens = len(range(-(-start // c) * c, start + n, c))  # the page boundaries the write crosses
-        fresh = iter(self.open_run(reader, opens, hashes, start % c > 0, opened) if opens else ())
+        fresh = iter(self.open_run(reader, opens, hashes, start % c > 0, opened) if opens and self.bulk else ())
         chain = self.pipe.chain("open", "append", "seal")  # a page's open?, appends, seal? (chainplan.py)
         records, block, add_child = self.pages.records, reader.block, self.index.add_child
         while i < n:
@@ -130,7 +143,7 @@ class PageWriter:
             step = min(c - fill, n - i)
             seals = fill + step == c
             if fill == 0:
-                rec = next(fresh)
+                rec = next(fresh, None) or self._one(reader, opened)
                 if rec.gpu_slot < 0:  # too few free slots for the whole run: taken page by page
                     self.storage.place(rec, self.storage.slots.take(rec.pid), 0)
                 chain(rid, rec.pid, True, step - seals, seals)
@@ -152,13 +165,19 @@ class PageWriter:
         if linked:
             self.tips.point(rid, linked[-1])
 
+    def _one(self, reader: ReaderRecord, opened: list[PageRecord]) -> PageRecord:
+        rec = self.record(reader)  # the page's record alone, as it opens (``bulk`` off)
+        opened.append(rec)
+        return rec
+
     def open_run(self, reader: ReaderRecord, count: int, hashes: list[int], partial: bool,
                  opened: list[PageRecord]) -> list[PageRecord]:
         """Fresh page ids, records and GPU slots (when that many are free; else none) for the ``count``
-        pages a write opens after the reader's block table, in block order (inside a transaction; appended to ``opened``, which the caller
-        undoes).  Each one's parent is the page before it; its parent hash the hash the write seals
-        that page with (``hashes``, the write's sealed pages in order, its first the partial page the
-        write completes when ``partial``), or the sealed last block's (the root's for an empty table)::
+        pages a write opens after the reader's block table, in block order (inside a transaction;
+        appended to ``opened``, which the caller undoes).  Each one's parent is the page before it; its
+        parent hash the hash the write seals that page with (``hashes``, the write's sealed pages in
+        order, its first the partial page the write completes when ``partial``), or the sealed last
+        block's (the root's for an empty table)::
 
             partial, C = 4:   [ 4 5 | t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ...     hashes h0 h1: opened #a after
                               (last block)     #a              #b          the last block, parent hash h0;
@@ -173,11 +192,9 @@ class PageWriter:
         slots = len(self.storage.slots.free_slots) >= count  # else taken as each page opens (the caller)
         run: list[PageRecord] = []
         for j in range(count):
-            if j + back:
-                parent_hash = hashes[j + back - 1]
-            else:
-                parent_hash = records[parent].hash if parent >= 0 else ROOT_HASH
-                assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
+            known = hashes[j + back - 1] if j + back else records[parent].hash if parent >= 0 else ROOT_HASH
+            assert known is not None, "a page is opened only after its predecessor is sealed"
+            parent_hash: int = known
             pid = alloc()
             rec = opened_rec(cols, pid, parent, parent_hash, depth + j, session, task, name, nbytes)
             add(rec)
@@ -279,105 +296,9 @@ class PageWriter:
         block.pop()
         self.tips.point(rid, self.pages.records[block[-1]] if block else None)
 
-    def written(self, pending: list[Pending]) -> None:
-        """After commit, for every page the transaction wrote, in bulk: the policy told of the fresh ones
-        and of every write (one tick), the bytes to the data plane, the tokens to the records (a page
-        written whole keeps them as the tuple a sealed page holds), then the pages it sealed hashed
-        into the index (their rows of tokens one array) and their morphology proposed
-        (``sealed_many``)."""
-        seam, c = self.seam, self.C
-        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
-        for rec in fresh:
-            seam.inserted(rec)
-        seam.holders(list(map(_PID, fresh)), 1)
-        seam.tick()
-        self.write_data(pending)
-        sealed: list[PageRecord] = []
-        rows: list[Any] | None = []  # the sealed pages' tokens, while every one is a uint64 array
-        for rec, fill, toks, kinds in pending:
-            if fill == 0 and len(toks) == c:  # the whole page: sealed, its tokens the tuple it keeps
-                rec.token_ids = tuple(toks)
-                rec.tokens = c
-            else:
-                rec.tokens = rec.extend(toks)
-            if kinds is not None and any(kinds):
-                rec.types = rec.types | {k for k in kinds if k}
-            if rec.tokens == c:
-                sealed.append(rec)
-                if rows is not None:
-                    if fill == 0 and toks.__class__ is array and toks.typecode == "Q":  # type: ignore[attr-defined]
-                        rows.append(toks)
-                    elif fill:
-                        rows.append(array("Q", rec.token_ids))
-                    else:
-                        rows = None
-        seam.accessed(list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
-        if sealed:
-            self.sealed_many(sealed, None if rows is None else
-                             np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), c))
-
-    def write_data(self, pending: list[Pending]) -> None:
-        """The bytes of every run of ``pending`` to the data plane: one call over all their tokens when
-        the store takes many (slot, block, offset, token) at once, else one call per page.  Pages that
-        follow one another in one write (each the block after the one before, from its first token)
-        are one run of positions::
-
-            depth 3, fill 2, C = 4:   [ . . t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ]      positions 14 .. 20
-            block = position // C - 3 (the slot of each page), offset = position % C
-        """
-        many = getattr(self.storage.data, "write_tokens_many", None)
-        total = sum(len(toks) for _, _, toks, _ in pending)
-        if many is not None and len(pending) > 1 and total >= 32:
-            chunks = [toks for _, _, toks, _ in pending]
-            toks_all: np.ndarray | None = None
-            if all(toks.__class__ is array and toks.typecode == "Q" for toks in chunks):  # type: ignore[attr-defined]
-                toks_all = np.frombuffer(b"".join(chunks), dtype=np.uint64)  # type: ignore[arg-type]
-            else:
-                try:
-                    toks_all = np.concatenate([np.array(toks, dtype=np.uint64) for toks in chunks])
-                except OverflowError:
-                    pass
-            if toks_all is not None:
-                c, (first, fill0, _, _) = self.C, pending[0]
-                run = all(rec.depth == first.depth + i and (fill == 0 or not i)
-                          for i, (rec, fill, _, _) in enumerate(pending))
-                slots = np.fromiter((rec.gpu_slot for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-                if run:
-                    pos = np.arange(first.depth * c + fill0, first.depth * c + fill0 + total, dtype=np.int64)
-                    depths = pos // c
-                    many(slots[depths - first.depth], depths, pos - depths * c, toks_all)
-                    return
-                counts = np.fromiter((len(toks) for toks in chunks), dtype=np.int64, count=len(pending))
-                ends = np.cumsum(counts)
-                within = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
-                fills = np.fromiter((fill for _, fill, _, _ in pending), dtype=np.int64, count=len(pending))
-                depths = np.fromiter((rec.depth for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-                many(np.repeat(slots, counts), np.repeat(depths, counts), np.repeat(fills, counts) + within, toks_all)
-                return
-        write = self.storage.data.write_tokens
-        for rec, fill, toks, _ in pending:
-            write(rec.gpu_slot, rec.depth, fill, toks)
-
     def sealed_many(self, recs: list[PageRecord], rows: np.ndarray | None = None) -> None:
-        """Pages that took their last token (committed): their hashes into the index, then their
-        morphology proposed, each proposal one batch over them (``Morphology.maintain_many``).
-        ``rows``: their tokens as a (pages x C) array, when the caller has one."""
-        for i, rec in enumerate(recs):
-            self._index_sealed(rec, None if rows is None else rows[i])
-        self.seam.updated_many(recs)  # the policy told of each, in order (nothing else told it between)
-        pids = list(map(_PID, recs))
-        if self.config.auto_compress:
-            self.morph.maintain_many(pids)
-        elif self.config.auto_admit:
-            for pid in pids:
-                self.morph.admit(pid)
-
-    def _index_sealed(self, rec: PageRecord, row: np.ndarray | None = None) -> None:
-        assert rec.hash is not None
-        rec.recovery_tokens = self.C * (rec.depth + 1)  # the record is its own PageMeta: hash set at the seal
-        rec.token_ids = self.index.seal(rec.pid, rec.parent, rec.token_ids, row)
-        self.index.add_sealed(rec.hash, rec.pid)
-
+        """``WrittenPages.sealed_many`` (committed pages that took their last token)."""
+        self.done.sealed_many(recs, rows)
 
 def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
     return lambda: setattr(obj, name, value)
