@@ -149,5 +149,4 @@ class WrittenPages:
         self.index.add_sealed(rec.hash, rec.pid)
 
 
-
 _PID = attrgetter("pid")
