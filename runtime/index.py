@@ -151,6 +151,31 @@ class SealedRows:
         self.cls[pid], self.pcls[pid] = c, pc
         return c
 
+    def seal_many(self, pids: list[int], parents: list[int], rows: np.ndarray) -> None:
+        """``seal`` for many pages in order (``rows``: their tokens, pages x C uint64; a page's parent may
+        be one sealed before it here): the rows and classes stored as arrays, each interned in turn."""
+        self._ensure(max(pids))
+        self.rows[pids] = rows
+        data, width = rows.tobytes(), self.C * 8
+        intern, members, cls = self._intern, self._members, self.cls
+        got: dict[int, int] = {}  # the classes given here, by page
+        classes, pclasses = [], []
+        for i, (pid, parent) in enumerate(zip(pids, parents, strict=True)):
+            pc = got.get(parent) or (ROOT_CLASS if parent < 0 else int(cls[parent]))
+            assert pc != UNSEALED, f"page {pid} sealed after page {parent}, which is not sealed"
+            key = (pc, data[i * width:(i + 1) * width])
+            c = intern.get(key)
+            if c is None:
+                c = intern[key] = self._next
+                self._next += 1
+                self._key_of[c] = key
+                members[c] = 0
+            members[c] += 1
+            got[pid] = c
+            classes.append(c)
+            pclasses.append(pc)
+        cls[pids], self.pcls[pids] = classes, pclasses
+
     def forget(self, pid: int) -> None:
         """Drop what ``pid`` kept (nothing if it was never sealed)."""
         if pid >= len(self.cls) - 1 or self.cls[pid] == UNSEALED:
@@ -236,6 +261,13 @@ class PrefixIndex:
         continuation keep from now on (no container for the GC)."""
         self.sealed.seal(pid, parent, tokens if row is None else row)
         return self.kids.sealed_tokens(pid, tokens)
+
+    def seal_many(self, pids: list[int], parents: list[int], tokens: list[Sequence[int]],
+                  rows: np.ndarray) -> list[tuple[int, ...]]:
+        """``seal`` for many sealed pages in order, their tokens also as the rows of one array."""
+        self.sealed.seal_many(pids, parents, rows)
+        kept = self.kids.sealed_tokens
+        return [kept(pid, toks) for pid, toks in zip(pids, tokens, strict=True)]
 
     def forget(self, pid: int) -> None:
         """Drop what the index keeps of page ``pid`` beyond its entries (its row and class, its hash)."""

@@ -117,7 +117,7 @@ class Morphology:
         for pid in begun:
             data.compress(records[pid].gpu_slot)
         self._propose("finish_compress", pids)
-        self._propose("build_index", [pid for pid in pids if self._stale_index(pid)])
+        self._propose("build_index", self._stale_indexes(pids))
         if self.config.auto_admit:
             pool = self.store.cols[POOL]
             todo = [pid for pid in pids if pool[pid] != self._pooled]
@@ -146,6 +146,15 @@ class Morphology:
             return [pid for pid, ok in zip(pids, fired.tolist(), strict=True) if ok != missed]
         propose = pipe.proposer(event)
         return [pid for pid in pids if propose(None, pid) != missed]
+
+    def _stale_indexes(self, pids: list[int]) -> list[int]:
+        """The pages of ``pids`` whose indexer keys are not built for their compressed entry (as
+        ``_stale_index``; column-wise when there are many)."""
+        if len(pids) < pipeline.VECTOR_FROM:
+            return [pid for pid in pids if self._stale_index(pid)]
+        cols, ids = self.store.vecs, np.fromiter(pids, dtype=np.int64, count=len(pids))
+        stale = (cols["indexer"][ids] != self._built) | (cols["igen"][ids] != cols["cgen"][ids])
+        return ids[stale].tolist()  # type: ignore[no-any-return]
 
     def _stale_index(self, pid: int) -> bool:
         cols = self.store.cols

@@ -32,6 +32,8 @@ from .errors import UnknownPageError
 from .metabatch import MetaBatch
 from .policy import PageMeta
 
+_NO_TYPES: frozenset[str] = frozenset()
+
 
 class MetaColumns:
     """``last_use``, ``uses`` and ``holders`` of every page id."""
@@ -94,6 +96,24 @@ class PageRecord(LivePageMeta):
         self.children = 0  # live pages whose parent this page is
         self.gpu_slot = -1  # GPU pool slot while the page occupies one
         self.checksum: int | None = None  # checksum of the payload when it left the GPU
+
+    @classmethod
+    def opened(cls, cols: MetaColumns, pid: int, parent: int, parent_hash: int, depth: int, session: str | None,
+               task: str | None, writer: str | None, nbytes: int) -> PageRecord:
+        """The record of a page a writer opens: what the constructor makes with these PageMeta fields
+        and every other at its default (``tokens`` 0, no types, created 0 on the GPU, nothing pooled or
+        held, no hash), its slots set one by one instead of through PageMeta's keyword constructor (a
+        long write opens one a page; ``test_runtime_pagewrite`` holds the two equal)."""
+        cols.ensure(pid)
+        rec = cls.__new__(cls)
+        rec.cols = cols
+        rec.page, rec.depth, rec.tokens, rec.types = pid, depth, 0, _NO_TYPES
+        rec.session, rec.task, rec.writer, rec.created = session, task, writer, 0
+        rec.tier, rec.bytes, rec.recovery_tokens, rec.pooled, rec.hash = "gpu", nbytes, 0, False, None
+        cols.last_use[pid] = cols.uses[pid] = cols.holders[pid] = 0
+        rec.pid, rec.parent, rec.parent_hash, rec.token_ids = pid, parent, parent_hash, []
+        rec.children, rec.gpu_slot, rec.checksum = 0, -1, None
+        return rec
 
     @property
     def meta(self) -> PageRecord:

@@ -14,8 +14,9 @@ Token and page arithmetic (C = page size)::
 
 Room is made before a transaction starts (a full GPU pool moves the policy's victims, never the
 sequence's own pages); inside it only spec events and what undoes exactly with them happen (an
-undo action is registered for each), so a refusal leaves everything as it was.  The module is a little
-longer than most: the write loop, what undoes it and the bulk work after its commit read best together.
+undo action is registered for each), so a refusal leaves everything as it was.  The bulk work after
+a commit is ``WrittenPages`` (written.py).  The module is a little longer than most: the write loop,
+the records it opens and what undoes them read best together.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
 from .tips import Tips
+from .written import Pending, WrittenPages
 
-Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
+__all__ = ["PageWriter", "Pending"]
 
 
 class PageWriter:
@@ -56,6 +58,17 @@ class PageWriter:
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self._undo: list[Callable[[], None]] = []
         self.tips = Tips()  # the page each reader is writing (tips.py), kept wherever a block table changes
+        self.done = WrittenPages(pages, index, storage, morph, seam, config)  # the bulk work after a commit
+
+    @property
+    def bulk(self) -> bool:
+        """Whether the records and slots of a write's pages are made in one pass and its sealed rows stored
+        as one array (False: page by page, the reference the bulk path is tested against)."""
+        return self.done.bulk
+
+    @bulk.setter
+    def bulk(self, on: bool) -> None:
+        self.done.bulk = on
 
     def undo(self, fn: Callable[[], Any]) -> None:
         """Register what undoes a change made outside the state store in the current transaction."""
@@ -84,7 +97,7 @@ class PageWriter:
                 fn()
             raise
         pipe.commit()
-        (after or self.written)(pending)
+        (after or self.done.written)(pending)
 
     def attempt(self, part: Callable[[], Any]) -> bool:
         """Run ``part`` inside the current transaction as a part that stands or falls alone: on a
@@ -107,8 +120,9 @@ class PageWriter:
     def events(self, reader: ReaderRecord, start: int, tokens: Sequence[int], kinds: list[str | None] | None,
                pending: list[Pending]) -> None:
         """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction), page by page,
-        each page's events one chain (``Pipeline.chain``), the sealed pages' hashes known first; the
-        records, slots, block table, continuations, hashes and tip it takes undone by one action."""
+        each page's events one chain (``Pipeline.chain``); the sealed pages' hashes, and with them the
+        records and slots of every page the write opens, made first (``open_run``); the records, slots,
+        block table, continuations, hashes and tip it takes undone by one action."""
         c, rid = self.C, reader.rid
         i, n, pos = 0, len(tokens), start
         last_seal = (start + n) // c * c  # the frontier the write's last seal reaches
@@ -120,17 +134,18 @@ class PageWriter:
         sealed: list[PageRecord] = []
         self.undo(lambda: self._unwrite(rid, reader.block, opened, linked, sealed))
         hashes = self.write_hashes(reader, start, tokens)
+        opens = len(range(-(-start // c) * c, start + n, c))  # the page boundaries the write crosses
+        fresh = iter(self.open_run(reader, opens, hashes, start % c > 0, opened) if opens and self.bulk else ())
         chain = self.pipe.chain("open", "append", "seal")  # a page's open?, appends, seal? (chainplan.py)
         records, block, add_child = self.pages.records, reader.block, self.index.add_child
-        place, take = self.storage.place, self.storage.slots.take
         while i < n:
             fill = pos % c
             step = min(c - fill, n - i)
             seals = fill + step == c
             if fill == 0:
-                rec = self.record(reader)
-                opened.append(rec)
-                place(rec, take(rec.pid), 0)
+                rec = next(fresh, None) or self._one(reader, opened)
+                if rec.gpu_slot < 0:  # too few free slots for the whole run: taken page by page
+                    self.storage.place(rec, self.storage.slots.take(rec.pid), 0)
                 chain(rid, rec.pid, True, step - seals, seals)
                 block.append(rec.pid)
                 linked.append(rec)
@@ -149,6 +164,46 @@ class PageWriter:
             pos += step
         if linked:
             self.tips.point(rid, linked[-1])
+
+    def _one(self, reader: ReaderRecord, opened: list[PageRecord]) -> PageRecord:
+        rec = self.record(reader)  # the page's record alone, as it opens (``bulk`` off)
+        opened.append(rec)
+        return rec
+
+    def open_run(self, reader: ReaderRecord, count: int, hashes: list[int], partial: bool,
+                 opened: list[PageRecord]) -> list[PageRecord]:
+        """Fresh page ids, records and GPU slots (when that many are free; else none) for the ``count``
+        pages a write opens after the reader's block table, in block order (inside a transaction;
+        appended to ``opened``, which the caller undoes).  Each one's parent is the page before it; its
+        parent hash the hash the write seals that page with (``hashes``, the write's sealed pages in
+        order, its first the partial page the write completes when ``partial``), or the sealed last
+        block's (the root's for an empty table)::
+
+            partial, C = 4:   [ 4 5 | t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ...     hashes h0 h1: opened #a after
+                              (last block)     #a              #b          the last block, parent hash h0;
+                                                                           #b after #a, parent hash h1
+        """
+        block, records, cols, alloc = reader.block, self.pages.records, self.pages.cols, self.store.alloc_page
+        add, take, place, opened_rec = self.pages.add, self.storage.slots.take, self.storage.place, PageRecord.opened
+        session, task, name, nbytes = reader.session, reader.task, reader.name, self.page_bytes
+        parent = block[-1] if block else -1
+        depth = len(block)
+        back = 1 if partial else 0
+        slots = len(self.storage.slots.free_slots) >= count  # else taken as each page opens (the caller)
+        run: list[PageRecord] = []
+        for j in range(count):
+            known = hashes[j + back - 1] if j + back else records[parent].hash if parent >= 0 else ROOT_HASH
+            assert known is not None, "a page is opened only after its predecessor is sealed"
+            parent_hash: int = known
+            pid = alloc()
+            rec = opened_rec(cols, pid, parent, parent_hash, depth + j, session, task, name, nbytes)
+            add(rec)
+            opened.append(rec)
+            run.append(rec)
+            if slots:
+                place(rec, take(pid), 0)
+            parent = pid
+        return run
 
     def write_hashes(self, reader: ReaderRecord, start: int, tokens: Sequence[int]) -> list[int]:
         """The chain hash of each page a write of ``tokens`` at ``start`` seals, in page order, with the
@@ -202,8 +257,8 @@ class PageWriter:
         parent_hash = self.pages.records[parent].hash if parent >= 0 else ROOT_HASH
         assert parent_hash is not None, "a page is opened only after its predecessor is sealed"
         pid = self.store.alloc_page()
-        rec = self.pages.record(pid, parent, parent_hash, len(block), session=reader.session, task=reader.task,
-                                writer=reader.name, bytes=self.page_bytes)
+        rec = PageRecord.opened(self.pages.cols, pid, parent, parent_hash, len(block), reader.session, reader.task,
+                                reader.name, self.page_bytes)
         self.pages.add(rec)
         return rec
 
@@ -241,74 +296,9 @@ class PageWriter:
         block.pop()
         self.tips.point(rid, self.pages.records[block[-1]] if block else None)
 
-    def written(self, pending: list[Pending]) -> None:
-        """After commit, for every page the transaction wrote, in bulk: the policy told of the fresh ones
-        and of every write (one tick), the bytes to the data plane, the tokens to the records, then the
-        pages it sealed hashed into the index and their morphology proposed (``sealed_many``)."""
-        seam, c = self.seam, self.C
-        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
-        for rec in fresh:
-            seam.inserted(rec)
-        seam.holders(list(map(_PID, fresh)), 1)
-        seam.tick()
-        self.write_data(pending)
-        sealed: list[PageRecord] = []
-        for rec, _, toks, kinds in pending:
-            meta = rec.meta
-            meta.tokens = rec.extend(toks)
-            if kinds is not None and any(kinds):
-                meta.types = meta.types | {k for k in kinds if k}
-            if meta.tokens == c:
-                sealed.append(rec)
-        seam.accessed(list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
-        if sealed:
-            self.sealed_many(sealed)
-
-    def write_data(self, pending: list[Pending]) -> None:
-        """The bytes of every run of ``pending`` to the data plane: one call over all their tokens when
-        the store takes many (slot, block, offset, token) at once, else one call per page."""
-        many = getattr(self.storage.data, "write_tokens_many", None)
-        total = sum(len(toks) for _, _, toks, _ in pending)
-        if many is not None and len(pending) > 1 and total >= 32:
-            counts = np.fromiter((len(toks) for _, _, toks, _ in pending), dtype=np.int64, count=len(pending))
-            try:  # a run's tokens are an unsigned 64-bit array (inputs.py) or a short list: no copy a token
-                toks_all = np.concatenate([np.frombuffer(toks, dtype=np.uint64) if isinstance(toks, array)
-                                           and toks.typecode == "Q" else np.array(toks, dtype=np.uint64)
-                                           for _, _, toks, _ in pending])
-            except OverflowError:
-                toks_all = None
-            if toks_all is not None:
-                ends = np.cumsum(counts)
-                within = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
-                fills = np.fromiter((fill for _, fill, _, _ in pending), dtype=np.int64, count=len(pending))
-                slots = np.fromiter((rec.gpu_slot for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-                depths = np.fromiter((rec.depth for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-                many(np.repeat(slots, counts), np.repeat(depths, counts), np.repeat(fills, counts) + within, toks_all)
-                return
-        write = self.storage.data.write_tokens
-        for rec, fill, toks, _ in pending:
-            write(rec.gpu_slot, rec.depth, fill, toks)
-
     def sealed_many(self, recs: list[PageRecord], rows: np.ndarray | None = None) -> None:
-        """Pages that took their last token (committed): their hashes into the index, then their
-        morphology proposed, each proposal one batch over them (``Morphology.maintain_many``).
-        ``rows``: their tokens as a (pages x C) array, when the caller has one."""
-        for i, rec in enumerate(recs):
-            self._index_sealed(rec, None if rows is None else rows[i])
-        self.seam.updated_many(recs)  # the policy told of each, in order (nothing else told it between)
-        pids = list(map(_PID, recs))
-        if self.config.auto_compress:
-            self.morph.maintain_many(pids)
-        elif self.config.auto_admit:
-            for pid in pids:
-                self.morph.admit(pid)
-
-    def _index_sealed(self, rec: PageRecord, row: np.ndarray | None = None) -> None:
-        assert rec.hash is not None
-        rec.recovery_tokens = self.C * (rec.depth + 1)  # the record is its own PageMeta: hash set at the seal
-        rec.token_ids = self.index.seal(rec.pid, rec.parent, rec.token_ids, row)
-        self.index.add_sealed(rec.hash, rec.pid)
-
+        """``WrittenPages.sealed_many`` (committed pages that took their last token)."""
+        self.done.sealed_many(recs, rows)
 
 def _setter(obj: object, name: str, value: object) -> Callable[[], None]:
     return lambda: setattr(obj, name, value)

@@ -105,15 +105,20 @@ def test_a_long_write_undone_midway_points_the_tip_back(monkeypatch: pytest.Monk
     writer = m.parts.sequences.writer
     rid = m.parts.readers.sequence("w").rid
     before = (int(writer.tips.page[rid]), int(writer.tips.slot[rid]), writer.tips.record[rid])
-    record, calls = writer.record, []
+    chain, calls = writer.pipe.chain, []
 
-    def failing(reader: object) -> object:
-        calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("fault at the third page")
-        return record(reader)
+    def faulty(*names: str) -> object:
+        fire = chain(*names)
 
-    monkeypatch.setattr(writer, "record", failing)
+        def failing(r: int, p: int, first: bool, k: int, last: bool) -> None:
+            calls.append(1)
+            if len(calls) == 3:
+                raise RuntimeError("fault at the third page")
+            fire(r, p, first, k, last)
+
+        return failing
+
+    monkeypatch.setattr(writer.pipe, "chain", faulty)
     with pytest.raises(RuntimeError):
         m.append("w", toks(50, 40))
     assert len(calls) == 3

@@ -1,0 +1,146 @@
+"""The page writer's bulk work against the plain one: a record made for an opened page equals the one
+the keyword constructor makes; sealed rows stored as one array equal rows stored one by one; and the
+same random workloads on two managers, one writing page by page (``PageWriter.bulk`` off), give the
+same answers and refusals and leave identical state, the policy's included; the recorded steps of
+bulk writes conform."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rt_helpers import small_config, toks
+from test_runtime_conformance import INSTANCE, check_all
+from test_runtime_differential import step
+from test_runtime_poolbatch import big_writes, policy_state
+from test_runtime_roombatch import Twins, long_writes
+
+from morphcache.runtime import CacheManager, RuntimeConfig
+from morphcache.runtime.index import SealedRows
+from morphcache.runtime.pages import MetaColumns, PageRecord
+from morphcache.runtime.policy import PageMeta
+
+
+def _slots(cls: type) -> list[str]:
+    return [name for klass in cls.__mro__ for name in getattr(klass, "__slots__", ())]
+
+
+def test_an_opened_record_equals_the_constructed_one() -> None:
+    made, fast = MetaColumns(4), MetaColumns(4)
+    for cols in (made, fast):  # stale values where the pages were: both must reset them
+        cols.ensure(40)
+        cols.last_use[:], cols.uses[:], cols.holders[:] = 7, 3, 2
+    want = PageRecord(made, 37, 12, 0xABC, 5, session="s", task="t", writer="w", bytes=512)
+    got = PageRecord.opened(fast, 37, 12, 0xABC, 5, "s", "t", "w", 512)
+    names = [name for name in _slots(PageRecord) if name != "cols"] + ["last_use", "uses", "holders"]
+    assert set(_slots(PageMeta)) <= set(names)
+    for name in names:
+        assert getattr(got, name) == getattr(want, name), name
+    assert got.token_ids == [] and got.token_ids is not want.token_ids
+    assert (fast.last_use == made.last_use).all() and (fast.uses == made.uses).all()
+    assert (fast.holders == made.holders).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sealed_rows_in_one_array_are_rows_one_by_one(seed: int) -> None:
+    """Chains of pages (a parent sealed earlier, in the same batch, or none), contents repeated so that
+    classes are shared, some forgotten between batches."""
+    rng = random.Random(seed)
+    c = 4
+    one, many = SealedRows(c, 8), SealedRows(c, 8)
+    sealed: list[int] = []
+    pid = 0
+    for _ in range(30):
+        pids, parents = [], []
+        parent = rng.choice([-1, *sealed]) if sealed else -1
+        for _ in range(rng.randrange(1, 7)):
+            pids.append(pid)
+            parents.append(parent)
+            parent, pid = pid, pid + 1
+        rows = np.array([[rng.randrange(3) for _ in range(c)] for _ in pids], dtype=np.uint64)
+        for p, q, row in zip(pids, parents, rows, strict=True):
+            one.seal(p, q, row.tolist())
+        many.seal_many(pids, parents, rows)
+        sealed += pids
+        for gone in rng.sample(sealed, k=min(len(sealed), rng.randrange(3))):  # leaves first: children stay
+            if all(q != gone for q in parents):
+                one.forget(gone)
+                many.forget(gone)
+                sealed.remove(gone)
+        size = len(one.cls)
+        assert len(many.cls) == size
+        assert (one.rows == many.rows).all() and (one.cls == many.cls).all() and (one.pcls == many.pcls).all()
+        assert one._intern == many._intern and one._members == many._members  # noqa: SLF001 - the model's own
+        assert one.problems({}) == many.problems({})
+
+
+def _twins(tmp_path: Path, **overrides: object) -> tuple[list[CacheManager], Twins]:
+    opts: dict[str, object] = dict(gpu_pages=40, host_pages=8, disk_pages=64, pool_capacity=10, prefetch_workers=1)
+    opts.update(overrides)
+    ms = [CacheManager(config=small_config(tmp_path / name, **opts)) for name in ("bulk", "single")]
+    ms[1].parts.sequences.writer.bulk = False
+    return ms, Twins(ms[0], ms[1])
+
+
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the sealed rows stored as one array."""
+    done: list[int] = []
+    real = SealedRows.seal_many
+
+    def seal_many(rows: SealedRows, pids: list[int], parents: list[int], tokens: np.ndarray) -> None:
+        done.append(len(pids))
+        real(rows, pids, parents, tokens)
+
+    monkeypatch.setattr(SealedRows, "seal_many", seal_many)
+    return done
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_write_in_bulk_is_a_write_page_by_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 seed: int) -> None:
+    done = counting(monkeypatch)
+    ms, twin = _twins(tmp_path)
+    rng = random.Random(seed)
+    seqs: list[str] = []
+    for i in range(60):
+        if rng.random() < 0.5:
+            long_writes(twin, rng, i, seqs)
+        else:
+            step(twin, rng, i, seqs)
+        assert policy_state(ms[0]) == policy_state(ms[1])
+        if len(seqs) > 4:
+            sid = seqs.pop(0)
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    assert done and min(done) >= 4, "no write stored its sealed rows as one array"
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
+def test_big_writes_in_bulk_are_writes_page_by_page(tmp_path: Path) -> None:
+    ms, twin = _twins(tmp_path, gpu_pages=160, host_pages=32, pool_capacity=40)
+    rng = random.Random(8)
+    seqs: list[str] = []
+    for i in range(16):
+        big_writes(twin, rng, i, seqs)
+        assert policy_state(ms[0]) == policy_state(ms[1])
+        if len(seqs) > 2:
+            sid = seqs.pop(0)
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
+def test_bulk_writes_conform() -> None:
+    m = CacheManager(config=RuntimeConfig(**{**INSTANCE, "gpu_pages": 24, "disk_pages": 0}, record=True))
+    m.register("a", toks(0, 13))  # six pages sealed, one filling
+    m.append("a", toks(13, 9))  # the filling page sealed, four more
+    m.free("a")
+    steps = m.steps()
+    assert {"open", "append", "seal", "slide", "admit"} <= {s.event for s in steps}
+    assert check_all(m, steps) == []
+    m.check_integrity()
+    m.close()
