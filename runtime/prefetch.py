@@ -4,7 +4,7 @@ deciding whether it lands::
     prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
     worker     read the copy (outside the lock), write it into the slot (a recovery starts its copies
                once it let the lock go, one job a worker: a worker woken while the lock is held only
-               waits for it)
+               waits for it; a recovery that waits for a few copies copies them itself, no hand-off)
     then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
                the source copy is deleted (a file that cannot be is a counted leftover)
 
@@ -29,6 +29,8 @@ from .store import checksum
 from .tiering import TierMover
 from .tiers import Storage
 
+INLINE_COPIES = 32  # a waited-for queue of at most this many copies is carried out by the waiting thread
+
 
 class Prefetcher:
     """Starts copies back to the GPU and lands them."""
@@ -40,6 +42,7 @@ class Prefetcher:
         self.collector, self.tiers, self.metrics, self.lock = collector, tiers, metrics, lock
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self.workers = config.prefetch_workers
+        self.inline_copies = INLINE_COPIES
         self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="morphcache-prefetch")
         self._queued: list[tuple[Future[None], int, int, str]] = []  # copies ``start_queued`` starts
 
@@ -103,14 +106,34 @@ class Prefetcher:
         self.busy.inflight[pid] = fut
         return fut
 
-    def start_queued(self) -> None:
+    def start_queued(self, waited: bool = False) -> None:
         """Start the copies ``prefetch(..., start=False)`` queued (call without the lock): one job a
         worker, each taking every ``workers``-th copy in queue order (a recovery's copies cost one hand-off
         to the pool a worker, not one a page).  Copies that cannot start (the workers stopped) are
-        abandoned, as a copy that cannot start at once is, their futures failed, and the error raised."""
+        abandoned, as a copy that cannot start at once is, their futures failed, and the error raised.
+
+        ``waited``: the caller waits for them all, so it takes a job itself, in queue order, each copy
+        exactly as a worker's: the whole queue when it holds at most ``inline_copies`` (a hand-off to a
+        worker and back costs more than such a job), else one share for every ``inline_copies`` copies,
+        at most one a worker and its own."""
         with self.lock:
             queued, self._queued = self._queued, []
-        jobs = [queued[w::self.workers] for w in range(min(self.workers, len(queued)))]
+        if not queued:
+            return
+        own: list[tuple[Future[None], int, int, str]] = []
+        if waited:
+            shares = min(self.workers + 1, -(-len(queued) // max(1, self.inline_copies)))
+            own, *jobs = [queued[w::shares] for w in range(shares)]
+        else:
+            jobs = [queued[w::self.workers] for w in range(min(self.workers, len(queued)))]
+        try:
+            self._submit(jobs)
+        finally:
+            self._run_all(own)
+
+    def _submit(self, jobs: list[list[tuple[Future[None], int, int, str]]]) -> None:
+        """Hand each job to the worker pool; when one cannot start, it and the jobs after it are
+        abandoned and the error raised."""
         for j, job in enumerate(jobs):
             try:
                 self.executor.submit(self._run_all, job)

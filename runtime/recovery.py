@@ -68,7 +68,7 @@ class Recovery:
                     except MorphcacheError as exc:
                         failed.append((pid, str(exc)))
         finally:
-            self.prefetcher.start_queued()  # the copies start once the lock is free for them
+            self.prefetcher.start_queued(block)  # the copies start once the lock is free for them
         if block and futures:
             wait(futures)
         with self.lock:
