@@ -29,7 +29,7 @@ from .store import checksum
 from .tiering import TierMover
 from .tiers import Storage
 
-INLINE_COPIES = 32  # a waited-for queue of at most this many copies is carried out by the waiting thread
+INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
 
 
 class Prefetcher:
