@@ -58,6 +58,11 @@ class Prefetcher:
         existing = self.busy.inflight.get(pid)
         if existing is not None:
             return existing
+        if held and pid in protect:  # the caller holds the page itself: nothing to hold, a move's sweep only
+            disk = self.storage.disk
+            if disk is not None and disk.leftovers:
+                self.metrics.extra["disk_leftover_files"] = disk.sweep()
+            return self._prefetch(pid, protect, start)
         with self.tiers.holding(pid, frozenset() if held else protect):
             return self._prefetch(pid, protect, start)
 
@@ -200,8 +205,7 @@ class Prefetcher:
         elif checksum(self.storage.data.read(slot)) != rec.checksum:
             reason = "checksum"
         pipe.fire("verify", None, pid, observed={"intact": reason is None})
-        if pipe.allowed("land", None, pid):  # the spec decides, from what verify recorded
-            pipe.fire("land", None, pid)
+        if pipe.propose("land", None, pid):  # the spec decides, from what verify recorded
             self.metrics.bytes_moved[f"{source}->gpu"] += len(data or b"")
             self.seam.moved(rec, "gpu")
         else:

@@ -56,10 +56,11 @@ class Recovery:
         done: Counter[str] = Counter()
         failed: list[tuple[int, str]] = []
         futures: list[Future[None]] = []
+        prefetch = list(plan.pages_on("prefetch"))
         try:
             with self.lock:
-                self.prefetcher.reserve(list(plan.pages_on("prefetch")), protect)
-                for pid in plan.pages_on("prefetch"):
+                self.prefetcher.reserve(prefetch, protect)
+                for pid in prefetch:
                     if pid not in self.pages:
                         failed.append((pid, "page is gone"))
                         continue
@@ -69,7 +70,7 @@ class Recovery:
                         failed.append((pid, str(exc)))
         finally:
             self.prefetcher.start_queued(block)  # the copies start once the lock is free for them
-        if block and futures:
+        if block and not all(fut.done() for fut in futures):  # a waited recovery's few copies are done
             wait(futures)
         with self.lock:
             store = self.pipe.store
