@@ -126,8 +126,8 @@ class Prefetcher:
         if not queued:
             return
         own: list[tuple[Future[None], int, int, str]] = []
-        if waited:
-            shares = min(self.workers + 1, -(-len(queued) // max(1, self.inline_copies)))
+        if waited and self.inline_copies > 0:  # (0: every copy to the workers)
+            shares = min(self.workers + 1, -(-len(queued) // self.inline_copies))
             own, *jobs = [queued[w::shares] for w in range(shares)]
         else:
             jobs = [queued[w::self.workers] for w in range(min(self.workers, len(queued)))]
