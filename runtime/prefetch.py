@@ -89,10 +89,14 @@ class Prefetcher:
         rec = self.pages.get(pid)
         pipe = self.pipe
         source = rec.meta.tier
-        if source not in ("host", "disk") or not pipe.allowed("prefetch", None, pid):
-            pipe.fire("prefetch", None, pid)  # raises the spec's refusal
-            raise TierError(f"page {pid} has no host or disk copy to prefetch")
-        slot = self.tiers.take_slot(rec, protect)
+        slots = self.storage.slots
+        if source in ("host", "disk") and slots.free_slots:  # no room to make first (``reserve`` made it):
+            slot = slots.take(pid)                            # the firing decides, a refusal gives it back
+        else:
+            if source not in ("host", "disk") or not pipe.allowed("prefetch", None, pid):
+                pipe.fire("prefetch", None, pid)  # raises the spec's refusal
+                raise TierError(f"page {pid} has no host or disk copy to prefetch")
+            slot = self.tiers.take_slot(rec, protect)
         try:
             pipe.fire("prefetch", None, pid)
         except BaseException:
