@@ -29,6 +29,7 @@ from .store import checksum
 from .tiering import TierMover
 from .tiers import Storage
 
+_LANDED = {"host": "host->gpu", "disk": "disk->gpu"}  # the bytes a landed copy moved, by its source
 INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
 
 
@@ -210,7 +211,7 @@ class Prefetcher:
             reason = "checksum"
         pipe.fire("verify", None, pid, observed={"intact": reason is None})
         if pipe.propose("land", None, pid):  # the spec decides, from what verify recorded
-            self.metrics.bytes_moved[f"{source}->gpu"] += len(data or b"")
+            self.metrics.bytes_moved[_LANDED[source]] += len(data or b"")
             self.seam.moved(rec, "gpu")
         else:
             pipe.fire("corrupt", None, pid)

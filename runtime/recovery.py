@@ -3,7 +3,7 @@
 ::
 
     plan.pages_on("prefetch")   prefetcher.prefetch, all started once the lock is let go, then waited for
-                                (block=True)
+                                (block=True: up to ``inline_copies`` copied on this thread, no hand-off)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
     every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU
 
@@ -88,7 +88,6 @@ class Recovery:
             for pid in plan.pages:
                 if pid in self.pages and store.page(TIER, pid) == self._gpu:
                     self.morph.maintain(pid)
-            for a in plan.assignments:
-                done[a.path] += 1
-                self.metrics.recoveries_by_path[a.path] += 1
+            done.update(a.path for a in plan.assignments)
+            self.metrics.recoveries_by_path.update(done)
         return RecoveryReport(dict(done), tuple(failed), len(futures))
