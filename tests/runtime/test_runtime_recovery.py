@@ -7,6 +7,7 @@ on their own thread conform (the step checker replays them)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,30 @@ def test_copies_on_the_recovery_thread_conform(tmp_path: Path) -> None:
     assert isinstance(m.lookup(toks(0, 8)), Ready)
     m.check_integrity()
     m.close()
+
+
+def test_a_refused_copy_or_recompute_with_a_free_slot_gives_it_back(
+        make_manager: Callable[..., CacheManager]) -> None:
+    """With a slot free, a recovery's prefetch and recompute take it and let the firing decide: a refusal
+    (a captured reader holds the page) gives it back, counted once, nothing else changed."""
+    m = make_manager(host_pages=8)
+    m.register("a", toks(0, 12))
+    first, second = m.sequence_pages("a")[:2]
+    m.capture(["a"])
+    m.offload(first, "host")
+    m.drop(second)
+    slots = m.parts.storage.slots
+    free = list(slots.free_slots)
+    assert free
+    res = m.lookup(toks(0, 12))
+    assert isinstance(res, NeedsRecovery)
+    assert res.plan.pages_on("prefetch") == (first,) and res.plan.pages_on("recompute") == (second,)
+    report = m.recover(res.plan)
+    assert [pid for pid, _ in report.failed] == [first, second] and report.prefetched == 0
+    assert all("graph[s]='captured'" in why for _, why in report.failed), report.failed
+    assert slots.free_slots == free
+    assert m.page_state(first)["tier"] == "host" and m.page_state(second)["tier"] == "dropped"
+    refused = m.metrics().events_refused
+    assert refused["prefetch"] == 1 and refused["recompute"] == 1
+    m.uncapture(["a"])
+    m.check_integrity()
