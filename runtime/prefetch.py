@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 from .collect import Busy, Collector
 from .config import RuntimeConfig
@@ -33,6 +34,18 @@ _LANDED = {"host": "host->gpu", "disk": "disk->gpu"}  # the bytes a landed copy 
 INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
 
 
+Copy = tuple[int, int, str]  # a queued copy: page, reserved slot, source tier
+
+
+@dataclass
+class _Batch:
+    """Copies started together: their one future, the jobs not ended yet, the first copy that failed."""
+
+    future: Future[None]
+    left: int
+    error: BaseException | None = None
+
+
 class Prefetcher:
     """Starts copies back to the GPU and lands them."""
 
@@ -45,7 +58,8 @@ class Prefetcher:
         self.workers = config.prefetch_workers
         self.inline_copies = INLINE_COPIES
         self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="morphcache-prefetch")
-        self._queued: list[tuple[Future[None], int, int, str]] = []  # copies ``start_queued`` starts
+        self._queued: list[Copy] = []  # copies ``start_queued`` starts
+        self._queued_future: Future[None] | None = None  # the one future they share
 
     def _gen(self, pid: int) -> int:
         return self.pipe.store.page("gen", pid)
@@ -55,7 +69,8 @@ class Prefetcher:
         """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
         back and leaves the page where it was).  ``held``: the caller holds ``protect`` already.
         ``start=False``: the copy is queued (the page in flight all the same) until ``start_queued``,
-        which the caller must reach."""
+        which the caller must reach; the copies queued together share one future, done when all of them
+        are (its exception the first failed copy's)."""
         existing = self.busy.inflight.get(pid)
         if existing is not None:
             return existing
@@ -108,19 +123,27 @@ class Prefetcher:
             if start:
                 fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
             else:
-                fut = Future()
-                self._queued.append((fut, pid, slot, source))
+                fut = self._queued_future or self._queue_future()
+                self._queued.append((pid, slot, source))
         except BaseException:  # the event fired; nothing may strand the page without its copy
             self._abandon(pid, slot)
             raise
         self.busy.inflight[pid] = fut
         return fut
 
+    def _queue_future(self) -> Future[None]:
+        """The future of the copies queued from now on, running already (it cannot be cancelled: a copy
+        queued is carried out)."""
+        fut: Future[None] = Future()
+        fut.set_running_or_notify_cancel()
+        self._queued_future = fut
+        return fut
+
     def start_queued(self, waited: bool = False) -> None:
         """Start the copies ``prefetch(..., start=False)`` queued (call without the lock): one job a
         worker, each taking every ``workers``-th copy in queue order (a recovery's copies cost one hand-off
         to the pool a worker, not one a page).  Copies that cannot start (the workers stopped) are
-        abandoned, as a copy that cannot start at once is, their futures failed, and the error raised.
+        abandoned, as a copy that cannot start at once is, their future failed, and the error raised.
 
         ``waited``: the caller waits for them all, so it takes a job itself, in queue order, each copy
         exactly as a worker's: the whole queue when it holds at most ``inline_copies`` (a hand-off to a
@@ -128,48 +151,61 @@ class Prefetcher:
         at most one a worker and its own."""
         with self.lock:
             queued, self._queued = self._queued, []
-        if not queued:
+            future, self._queued_future = self._queued_future, None
+        if not queued or future is None:
             return
-        own: list[tuple[Future[None], int, int, str]] = []
+        own: list[Copy] = []
         if waited and self.inline_copies > 0:  # (0: every copy to the workers)
             shares = min(self.workers + 1, -(-len(queued) // self.inline_copies))
             own, *jobs = [queued[w::shares] for w in range(shares)]
         else:
             jobs = [queued[w::self.workers] for w in range(min(self.workers, len(queued)))]
+        batch = _Batch(future, len(jobs) + (1 if own else 0))
         try:
-            self._submit(jobs)
+            self._submit(jobs, batch)
         finally:
-            self._run_all(own)
+            if own:
+                self._run_all(own, batch)
 
-    def _submit(self, jobs: list[list[tuple[Future[None], int, int, str]]]) -> None:
+    def _submit(self, jobs: list[list[Copy]], batch: _Batch) -> None:
         """Hand each job to the worker pool; when one cannot start, it and the jobs after it are
         abandoned and the error raised."""
         for j, job in enumerate(jobs):
             try:
-                self.executor.submit(self._run_all, job)
+                self.executor.submit(self._run_all, job, batch)
             except BaseException as exc:
                 with self.lock:
-                    for left, lpid, lslot, _ in (item for rest in jobs[j:] for item in rest):
+                    for lpid, lslot, _ in (item for rest in jobs[j:] for item in rest):
                         self._abandon(lpid, lslot)
                         self.busy.inflight.pop(lpid, None)
-                        left.set_exception(exc)
+                self._ended(batch, len(jobs) - j, exc)
                 raise
 
-    def _run_all(self, job: list[tuple[Future[None], int, int, str]]) -> None:
-        """Worker: the queued copies of one job, in order."""
-        for fut, pid, slot, source in job:
-            self._run(fut, pid, slot, source)
-
-    def _run(self, fut: Future[None], pid: int, slot: int, source: str) -> None:
-        """Worker: a queued copy (``_copy``), its outcome on its future."""
-        if not fut.set_running_or_notify_cancel():
-            return
+    def _run_all(self, job: list[Copy], batch: _Batch) -> None:
+        """Worker (or the waiting caller): the copies of one job, in order (``_copy`` each); the batch's
+        future told when the last job has ended."""
+        error: BaseException | None = None
         try:
-            self._copy(pid, slot, source)
-        except BaseException as exc:
-            fut.set_exception(exc)
-        else:
-            fut.set_result(None)
+            for pid, slot, source in job:
+                try:
+                    self._copy(pid, slot, source)
+                except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on the batch's future
+                    error = error or exc
+        finally:
+            self._ended(batch, 1, error)
+
+    def _ended(self, batch: _Batch, jobs: int, error: BaseException | None) -> None:
+        """``jobs`` of the batch ended (``error``: the first copy of theirs that failed); the last one
+        completes the batch's future."""
+        with self.lock:
+            batch.error = batch.error or error
+            batch.left -= jobs
+            last = batch.left == 0
+        if last:
+            if batch.error is not None:
+                batch.future.set_exception(batch.error)
+            else:
+                batch.future.set_result(None)
 
     def _abandon(self, pid: int, slot: int) -> None:
         """A prefetch whose copy could not be started: the page goes to the recompute path (spec

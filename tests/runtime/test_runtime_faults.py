@@ -276,7 +276,7 @@ def test_a_recovery_hands_its_copies_to_the_workers_in_one_job_each(make_manager
     pool.submit = lambda fn, *args: jobs.append(args) or submit(fn, *args)  # type: ignore[method-assign]
     report = m.recover(res.plan, block=False)
     m.wait_prefetches()
-    assert len(jobs) == 2 and sorted(pid for (job,) in jobs for _, pid, _, _ in job) == \
+    assert len(jobs) == 2 and sorted(pid for (job, _) in jobs for pid, _, _ in job) == \
         sorted(res.plan.pages_on("prefetch"))
     assert not report.failed and not m.parts.busy.inflight
     assert isinstance(m.lookup(toks(0, 12)), Ready)
@@ -319,6 +319,36 @@ def test_a_waited_recovery_shares_many_copies_with_the_workers(make_manager: Cal
     own = [pid for pid in wanted if threads[pid] == threading.get_ident()]
     assert own == list(wanted[::shares])  # the first share: the recovery's own, the rest the workers'
     assert not m.parts.busy.inflight and isinstance(m.lookup(toks(0, 12)), Ready)
+    m.check_integrity()
+
+
+def test_a_recoverys_queued_copies_share_one_future(make_manager: Callable[..., CacheManager],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copies a recovery queues share one future (running from the start: it cannot be cancelled),
+    done once the last of them has landed; each page is in flight until its own copy lands."""
+    m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
+    res = _offloaded_prompt(m)
+    wanted = res.plan.pages_on("prefetch")
+    started, go = threading.Event(), threading.Event()
+    real_get = tiers_module.HostTier.get
+
+    def slow_get(self: Any, page: int) -> Any:
+        if page == wanted[-1]:
+            started.set()
+            go.wait(10)
+        return real_get(self, page)
+
+    monkeypatch.setattr(tiers_module.HostTier, "get", slow_get)
+    report = m.recover(res.plan, block=False)
+    assert started.wait(10) and report.prefetched == len(wanted)
+    futures = {id(f): f for f in m.parts.busy.inflight.values()}
+    assert len(futures) == 1 and wanted[-1] in m.parts.busy.inflight
+    (future,) = futures.values()
+    assert not future.cancel() and not future.done()
+    go.set()
+    m.wait_prefetches()
+    assert future.done() and future.result() is None and not m.parts.busy.inflight
+    assert isinstance(m.lookup(toks(0, 12)), Ready)
     m.check_integrity()
 
 
