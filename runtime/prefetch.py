@@ -4,7 +4,8 @@ deciding whether it lands::
     prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
     worker     read the copy (outside the lock), write it into the slot (a recovery starts its copies
                once it let the lock go, one job a worker: a worker woken while the lock is held only
-               waits for it; a recovery that waits for a few copies copies them itself, no hand-off)
+               waits for it; a recovery that waits for a few copies copies them itself, no hand-off;
+               the copies queued together share one future, done when the last has landed)
     then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
                the source copy is deleted (a file that cannot be is a counted leftover)
 
