@@ -13,7 +13,6 @@ is exact while copies are in flight.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Container, Iterable
 from concurrent.futures import Future
 
@@ -33,7 +32,7 @@ class Busy:
 
     def __init__(self) -> None:
         self.inflight: dict[int, Future[None]] = {}
-        self.held: Counter[int] = Counter()
+        self.held: dict[int, int] = {}  # page -> holds (a plain dict: a hold and its end are the hot path)
         self.deferred: set[int] = set()  # held pages a ``collect`` found otherwise free
 
     def __call__(self, pid: int) -> bool:
@@ -41,15 +40,20 @@ class Busy:
 
     def hold(self, pids: Iterable[int]) -> None:
         """Keep ``pids`` from being forgotten until ``unhold``."""
-        self.held.update(pids)
+        held = self.held
+        get = held.get
+        for pid in pids:
+            held[pid] = get(pid, 0) + 1
 
     def unhold(self, pids: Iterable[int]) -> list[int]:
         """Undo one ``hold`` of each of ``pids``; returns the deferred pages no longer held (the ones
         to collect now)."""
         held = self.held
         for pid in pids:
-            held[pid] -= 1
-            if held[pid] <= 0:
+            left = held[pid] - 1
+            if left > 0:
+                held[pid] = left
+            else:
                 del held[pid]
         if not self.deferred:
             return []

@@ -4,7 +4,8 @@ deciding whether it lands::
     prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
     worker     read the copy (outside the lock), write it into the slot (a recovery starts its copies
                once it let the lock go, one job a worker: a worker woken while the lock is held only
-               waits for it)
+               waits for it; a recovery that waits for a few copies copies them itself, no hand-off;
+               the copies queued together share one future, done when the last has landed)
     then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
                the source copy is deleted (a file that cannot be is a counted leftover)
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 from .collect import Busy, Collector
 from .config import RuntimeConfig
@@ -29,6 +31,21 @@ from .store import checksum
 from .tiering import TierMover
 from .tiers import Storage
 
+_LANDED = {"host": "host->gpu", "disk": "disk->gpu"}  # the bytes a landed copy moved, by its source
+INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
+
+
+Copy = tuple[int, int, str]  # a queued copy: page, reserved slot, source tier
+
+
+@dataclass
+class _Batch:
+    """Copies started together: their one future, the jobs not ended yet, the first copy that failed."""
+
+    future: Future[None]
+    left: int
+    error: BaseException | None = None
+
 
 class Prefetcher:
     """Starts copies back to the GPU and lands them."""
@@ -40,8 +57,10 @@ class Prefetcher:
         self.collector, self.tiers, self.metrics, self.lock = collector, tiers, metrics, lock
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self.workers = config.prefetch_workers
+        self.inline_copies = INLINE_COPIES
         self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="morphcache-prefetch")
-        self._queued: list[tuple[Future[None], int, int, str]] = []  # copies ``start_queued`` starts
+        self._queued: list[Copy] = []  # copies ``start_queued`` starts
+        self._queued_future: Future[None] | None = None  # the one future they share
 
     def _gen(self, pid: int) -> int:
         return self.pipe.store.page("gen", pid)
@@ -51,10 +70,16 @@ class Prefetcher:
         """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
         back and leaves the page where it was).  ``held``: the caller holds ``protect`` already.
         ``start=False``: the copy is queued (the page in flight all the same) until ``start_queued``,
-        which the caller must reach."""
+        which the caller must reach; the copies queued together share one future, done when all of them
+        are (its exception the first failed copy's)."""
         existing = self.busy.inflight.get(pid)
         if existing is not None:
             return existing
+        if held and pid in protect:  # the caller holds the page itself: nothing to hold, a move's sweep only
+            disk = self.storage.disk
+            if disk is not None and disk.leftovers:
+                self.metrics.extra["disk_leftover_files"] = disk.sweep()
+            return self._prefetch(pid, protect, start)
         with self.tiers.holding(pid, frozenset() if held else protect):
             return self._prefetch(pid, protect, start)
 
@@ -81,10 +106,14 @@ class Prefetcher:
         rec = self.pages.get(pid)
         pipe = self.pipe
         source = rec.meta.tier
-        if source not in ("host", "disk") or not pipe.allowed("prefetch", None, pid):
-            pipe.fire("prefetch", None, pid)  # raises the spec's refusal
-            raise TierError(f"page {pid} has no host or disk copy to prefetch")
-        slot = self.tiers.take_slot(rec, protect)
+        slots = self.storage.slots
+        if source in ("host", "disk") and slots.free_slots:  # no room to make first (``reserve`` made it):
+            slot = slots.take(pid)                            # the firing decides, a refusal gives it back
+        else:
+            if source not in ("host", "disk") or not pipe.allowed("prefetch", None, pid):
+                pipe.fire("prefetch", None, pid)  # raises the spec's refusal
+                raise TierError(f"page {pid} has no host or disk copy to prefetch")
+            slot = self.tiers.take_slot(rec, protect)
         try:
             pipe.fire("prefetch", None, pid)
         except BaseException:
@@ -95,48 +124,89 @@ class Prefetcher:
             if start:
                 fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
             else:
-                fut = Future()
-                self._queued.append((fut, pid, slot, source))
+                fut = self._queued_future or self._queue_future()
+                self._queued.append((pid, slot, source))
         except BaseException:  # the event fired; nothing may strand the page without its copy
             self._abandon(pid, slot)
             raise
         self.busy.inflight[pid] = fut
         return fut
 
-    def start_queued(self) -> None:
+    def _queue_future(self) -> Future[None]:
+        """The future of the copies queued from now on, running already (it cannot be cancelled: a copy
+        queued is carried out)."""
+        fut: Future[None] = Future()
+        fut.set_running_or_notify_cancel()
+        self._queued_future = fut
+        return fut
+
+    def start_queued(self, waited: bool = False) -> None:
         """Start the copies ``prefetch(..., start=False)`` queued (call without the lock): one job a
         worker, each taking every ``workers``-th copy in queue order (a recovery's copies cost one hand-off
         to the pool a worker, not one a page).  Copies that cannot start (the workers stopped) are
-        abandoned, as a copy that cannot start at once is, their futures failed, and the error raised."""
+        abandoned, as a copy that cannot start at once is, their future failed, and the error raised.
+
+        ``waited``: the caller waits for them all, so it takes a job itself, in queue order, each copy
+        exactly as a worker's: the whole queue when it holds at most ``inline_copies`` (a hand-off to a
+        worker and back costs more than such a job), else one share for every ``inline_copies`` copies,
+        at most one a worker and its own."""
         with self.lock:
             queued, self._queued = self._queued, []
-        jobs = [queued[w::self.workers] for w in range(min(self.workers, len(queued)))]
+            future, self._queued_future = self._queued_future, None
+        if not queued or future is None:
+            return
+        own: list[Copy] = []
+        if waited and self.inline_copies > 0:  # (0: every copy to the workers)
+            shares = min(self.workers + 1, -(-len(queued) // self.inline_copies))
+            own, *jobs = [queued[w::shares] for w in range(shares)]
+        else:
+            jobs = [queued[w::self.workers] for w in range(min(self.workers, len(queued)))]
+        batch = _Batch(future, len(jobs) + (1 if own else 0))
+        try:
+            self._submit(jobs, batch)
+        finally:
+            if own:
+                self._run_all(own, batch)
+
+    def _submit(self, jobs: list[list[Copy]], batch: _Batch) -> None:
+        """Hand each job to the worker pool; when one cannot start, it and the jobs after it are
+        abandoned and the error raised."""
         for j, job in enumerate(jobs):
             try:
-                self.executor.submit(self._run_all, job)
+                self.executor.submit(self._run_all, job, batch)
             except BaseException as exc:
                 with self.lock:
-                    for left, lpid, lslot, _ in (item for rest in jobs[j:] for item in rest):
+                    for lpid, lslot, _ in (item for rest in jobs[j:] for item in rest):
                         self._abandon(lpid, lslot)
                         self.busy.inflight.pop(lpid, None)
-                        left.set_exception(exc)
+                self._ended(batch, len(jobs) - j, exc)
                 raise
 
-    def _run_all(self, job: list[tuple[Future[None], int, int, str]]) -> None:
-        """Worker: the queued copies of one job, in order."""
-        for fut, pid, slot, source in job:
-            self._run(fut, pid, slot, source)
-
-    def _run(self, fut: Future[None], pid: int, slot: int, source: str) -> None:
-        """Worker: a queued copy (``_copy``), its outcome on its future."""
-        if not fut.set_running_or_notify_cancel():
-            return
+    def _run_all(self, job: list[Copy], batch: _Batch) -> None:
+        """Worker (or the waiting caller): the copies of one job, in order (``_copy`` each); the batch's
+        future told when the last job has ended."""
+        error: BaseException | None = None
         try:
-            self._copy(pid, slot, source)
-        except BaseException as exc:
-            fut.set_exception(exc)
-        else:
-            fut.set_result(None)
+            for pid, slot, source in job:
+                try:
+                    self._copy(pid, slot, source)
+                except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on the batch's future
+                    error = error or exc
+        finally:
+            self._ended(batch, 1, error)
+
+    def _ended(self, batch: _Batch, jobs: int, error: BaseException | None) -> None:
+        """``jobs`` of the batch ended (``error``: the first copy of theirs that failed); the last one
+        completes the batch's future."""
+        with self.lock:
+            batch.error = batch.error or error
+            batch.left -= jobs
+            last = batch.left == 0
+        if last:
+            if batch.error is not None:
+                batch.future.set_exception(batch.error)
+            else:
+                batch.future.set_result(None)
 
     def _abandon(self, pid: int, slot: int) -> None:
         """A prefetch whose copy could not be started: the page goes to the recompute path (spec
@@ -177,9 +247,8 @@ class Prefetcher:
         elif checksum(self.storage.data.read(slot)) != rec.checksum:
             reason = "checksum"
         pipe.fire("verify", None, pid, observed={"intact": reason is None})
-        if pipe.allowed("land", None, pid):  # the spec decides, from what verify recorded
-            pipe.fire("land", None, pid)
-            self.metrics.bytes_moved[f"{source}->gpu"] += len(data or b"")
+        if pipe.propose("land", None, pid):  # the spec decides, from what verify recorded
+            self.metrics.bytes_moved[_LANDED[source]] += len(data or b"")
             self.seam.moved(rec, "gpu")
         else:
             pipe.fire("corrupt", None, pid)

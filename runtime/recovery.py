@@ -3,7 +3,7 @@
 ::
 
     plan.pages_on("prefetch")   prefetcher.prefetch, all started once the lock is let go, then waited for
-                                (block=True)
+                                (block=True: up to ``inline_copies`` copied on this thread, no hand-off)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
     every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU
 
@@ -56,10 +56,11 @@ class Recovery:
         done: Counter[str] = Counter()
         failed: list[tuple[int, str]] = []
         futures: list[Future[None]] = []
+        prefetch = list(plan.pages_on("prefetch"))
         try:
             with self.lock:
-                self.prefetcher.reserve(list(plan.pages_on("prefetch")), protect)
-                for pid in plan.pages_on("prefetch"):
+                self.prefetcher.reserve(prefetch, protect)
+                for pid in prefetch:
                     if pid not in self.pages:
                         failed.append((pid, "page is gone"))
                         continue
@@ -68,8 +69,8 @@ class Recovery:
                     except MorphcacheError as exc:
                         failed.append((pid, str(exc)))
         finally:
-            self.prefetcher.start_queued()  # the copies start once the lock is free for them
-        if block and futures:
+            self.prefetcher.start_queued(block)  # the copies start once the lock is free for them
+        if block and not all(fut.done() for fut in futures):  # a waited recovery's few copies are done
             wait(futures)
         with self.lock:
             store = self.pipe.store
@@ -87,7 +88,6 @@ class Recovery:
             for pid in plan.pages:
                 if pid in self.pages and store.page(TIER, pid) == self._gpu:
                     self.morph.maintain(pid)
-            for a in plan.assignments:
-                done[a.path] += 1
-                self.metrics.recoveries_by_path[a.path] += 1
+            done.update(a.path for a in plan.assignments)
+            self.metrics.recoveries_by_path.update(done)
         return RecoveryReport(dict(done), tuple(failed), len(futures))

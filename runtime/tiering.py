@@ -276,9 +276,10 @@ class TierMover:
     def _recompute(self, pid: int, protect: frozenset[int] | set[int]) -> None:
         rec = self.pages.get(pid)
         pipe = self.pipe
-        if not pipe.allowed("recompute", None, pid):
+        slots = self.storage.slots  # with a free slot the firing decides (a refusal gives the slot back)
+        if not slots.free_slots and not pipe.allowed("recompute", None, pid):  # refused before room is made
             pipe.fire("recompute", None, pid)
-        slot = self.take_slot(rec, protect)
+        slot = slots.take(pid) if slots.free_slots else self.take_slot(rec, protect)
         try:
             pipe.fire("recompute", None, pid)
         except BaseException:

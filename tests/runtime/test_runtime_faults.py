@@ -247,15 +247,15 @@ def test_spill_into_an_unwritable_directory_drops_no_victim(make_manager: Callab
 
 
 def test_a_recovery_whose_copies_cannot_start_abandons_them(make_manager: Callable[..., CacheManager]) -> None:
-    """A recovery starts its copies once it let the lock go; when the workers cannot take them (they
-    stopped), every queued copy is abandoned to the recompute path (no slot leaks, nothing left in
-    flight) and the error is raised."""
+    """A recovery that does not wait starts its copies once it let the lock go; when the workers cannot
+    take them (they stopped), every queued copy is abandoned to the recompute path (no slot leaks,
+    nothing left in flight) and the error is raised."""
     m = make_manager(gpu_pages=8, host_pages=8)
     res = _offloaded_prompt(m)
     used = m.metrics().extra["gpu_pages_used"]
     m.parts.prefetcher.executor.shutdown()
     with pytest.raises(RuntimeError):
-        m.recover(res.plan)
+        m.recover(res.plan, block=False)
     assert not m.parts.busy.inflight and m.metrics().extra["gpu_pages_used"] == used
     live = set(m.page_ids())
     assert all(pid not in live or m.page_state(pid)["tier"] == "dropped" for pid in res.plan.pages_on("prefetch"))
@@ -264,8 +264,9 @@ def test_a_recovery_whose_copies_cannot_start_abandons_them(make_manager: Callab
 
 
 def test_a_recovery_hands_its_copies_to_the_workers_in_one_job_each(make_manager: Callable[..., CacheManager]) -> None:
-    """A recovery's queued copies go to the worker pool as one job a worker (every ``workers``-th copy
-    each, in queue order), not one a page; every copy lands and the payloads read back whole."""
+    """A recovery that does not wait hands its queued copies to the worker pool as one job a worker
+    (every ``workers``-th copy each, in queue order), not one a page; every copy lands and the payloads
+    read back whole."""
     m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
     res = _offloaded_prompt(m)
     assert len(res.plan.pages_on("prefetch")) >= 3
@@ -273,10 +274,80 @@ def test_a_recovery_hands_its_copies_to_the_workers_in_one_job_each(make_manager
     jobs: list[Any] = []
     submit = pool.submit
     pool.submit = lambda fn, *args: jobs.append(args) or submit(fn, *args)  # type: ignore[method-assign]
-    report = m.recover(res.plan)
-    assert len(jobs) == 2 and sorted(pid for (job,) in jobs for _, pid, _, _ in job) == \
+    report = m.recover(res.plan, block=False)
+    m.wait_prefetches()
+    assert len(jobs) == 2 and sorted(pid for (job, _) in jobs for pid, _, _ in job) == \
         sorted(res.plan.pages_on("prefetch"))
     assert not report.failed and not m.parts.busy.inflight
+    assert isinstance(m.lookup(toks(0, 12)), Ready)
+    m.check_integrity()
+
+
+def test_a_waited_recovery_copies_on_its_own_thread(make_manager: Callable[..., CacheManager]) -> None:
+    """A recovery that waits for a few copies carries them out itself, each as a worker would: no job
+    for the workers (they may even have stopped), every copy landed and nothing left in flight."""
+    m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
+    res = _offloaded_prompt(m)
+    m.parts.prefetcher.executor.shutdown()
+    report = m.recover(res.plan)
+    assert not report.failed and report.prefetched == len(res.plan.pages_on("prefetch"))
+    assert not m.parts.busy.inflight and m.metrics().events_fired["land"] == report.prefetched
+    assert isinstance(m.lookup(toks(0, 12)), Ready)
+    m.check_integrity()
+
+
+def test_a_waited_recovery_shares_many_copies_with_the_workers(make_manager: Callable[..., CacheManager]) -> None:
+    """Past ``inline_copies`` copies a recovery that waits hands a share to each worker and copies one
+    share itself, every ``shares``-th copy each in queue order."""
+    m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
+    res = _offloaded_prompt(m)
+    wanted = res.plan.pages_on("prefetch")
+    assert len(wanted) >= 3
+    prefetcher = m.parts.prefetcher
+    prefetcher.inline_copies = 1
+    threads: dict[int, int] = {}
+    copy = prefetcher._copy
+
+    def tracked(pid: int, slot: int, source: str) -> None:
+        threads[pid] = threading.get_ident()
+        copy(pid, slot, source)
+
+    prefetcher._copy = tracked  # type: ignore[method-assign]
+    report = m.recover(res.plan)
+    assert not report.failed and sorted(threads) == sorted(wanted)
+    shares = min(3, len(wanted))  # one a worker and its own
+    own = [pid for pid in wanted if threads[pid] == threading.get_ident()]
+    assert own == list(wanted[::shares])  # the first share: the recovery's own, the rest the workers'
+    assert not m.parts.busy.inflight and isinstance(m.lookup(toks(0, 12)), Ready)
+    m.check_integrity()
+
+
+def test_a_recoverys_queued_copies_share_one_future(make_manager: Callable[..., CacheManager],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copies a recovery queues share one future (running from the start: it cannot be cancelled),
+    done once the last of them has landed; each page is in flight until its own copy lands."""
+    m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
+    res = _offloaded_prompt(m)
+    wanted = res.plan.pages_on("prefetch")
+    started, go = threading.Event(), threading.Event()
+    real_get = tiers_module.HostTier.get
+
+    def slow_get(self: Any, page: int) -> Any:
+        if page == wanted[-1]:
+            started.set()
+            go.wait(10)
+        return real_get(self, page)
+
+    monkeypatch.setattr(tiers_module.HostTier, "get", slow_get)
+    report = m.recover(res.plan, block=False)
+    assert started.wait(10) and report.prefetched == len(wanted)
+    futures = {id(f): f for f in m.parts.busy.inflight.values()}
+    assert len(futures) == 1 and wanted[-1] in m.parts.busy.inflight
+    (future,) = futures.values()
+    assert not future.cancel() and not future.done()
+    go.set()
+    m.wait_prefetches()
+    assert future.done() and future.result() is None and not m.parts.busy.inflight
     assert isinstance(m.lookup(toks(0, 12)), Ready)
     m.check_integrity()
 
