@@ -6,8 +6,8 @@ params and observations, every runtime domain (a callable) and the page aggregat
     C, W, CAPACITY, ...   the runtime's constants            pages     the longest block table (ids)
     r, p                  the acting reader and page          readers   the reader-id capacity
     @dom3                 callable: the readers with a block[s, p] entry at n["p"]    (domains.py)
-    @agg0                 sum(1 if pool[q] == 'pooled' else 0 for q in pages), kept up to date from
-                          the pages whose pool changed since it was last read
+    @agg0                 sum(1 if pool[q] == 'pooled' else 0 for q in pages), kept up to date as
+                          pages' pool changes (a page's term looked up by its pool state)
 """
 
 from __future__ import annotations
@@ -43,8 +43,18 @@ class RuntimeNames:
         self.agg_body = {name: compile_source(self._encode(agg.body)) for name, agg in cspec.aggregates.items()}
         self.agg_contrib: dict[str, dict[int, int]] = {name: {} for name in cspec.aggregates}
         self.agg_dirty: set[int] = set()
-        for name in cspec.aggregates:
-            self.n[name] = 0
+        for name, agg in cspec.aggregates.items():
+            self.n[name] = 0 if agg.kind == "sum" else agg.kind == "all"
+        # aggregates over one object's state: a page's contribution looked up by its state code when it
+        # changes (``dirty``); the others are evaluated at the next refresh
+        self.agg_tabled: list[tuple[str, str, str, list[int]]] = []  # (aggregate, its object, kind, table)
+        self.agg_deferred: list[str] = []
+        for name, agg in cspec.aggregates.items():
+            table = self._table(name)
+            if table is None:
+                self.agg_deferred.append(name)
+            else:
+                self.agg_tabled.append((name, next(iter(agg.reads)), agg.kind, table))
         self.inc = Incremental(cspec, store, self.n)
         self.tracked_reads = {name: tuple(sorted(set(ev.reads) & set(cspec.tracked)))
                               for name, ev in cspec.events.items()}
@@ -133,25 +143,79 @@ class RuntimeNames:
         return n
 
     # -- aggregates -------------------------------------------------------------------------------
+    def _table(self, name: str) -> list[int] | None:
+        """Aggregate ``name``'s contribution of a page by the state code of the one object its body reads
+        (its compiled body evaluated once per state), or None where it reads anything else."""
+        agg = self.cspec.aggregates[name]
+        codes = self.cspec.codes.get(next(iter(agg.reads))) if len(agg.reads) == 1 else None
+        if not codes or next(iter(agg.reads)) not in self.store.cols:
+            return None
+        var, body = next(iter(agg.reads)), self.agg_body[name]
+        table = [0] * (max(codes.values()) + 1)
+        for code in codes.values():
+            table[code] = _contribution(agg.kind, body({agg.var: 0}, {var: [code]}))
+        return table
+
     def dirty(self, index: Any) -> None:
-        """A value an aggregate reads changed at page ``index`` (an id or an array of ids)."""
-        if isinstance(index, np.ndarray):
-            self.agg_dirty.update(index.tolist())
+        """A value an aggregate reads changed at page ``index`` (an id or an array of ids): a tabled
+        aggregate takes the page's new contribution now (a page not live has its initial values, where
+        the body is neutral, as ``refresh`` counts it); the others at the next refresh."""
+        cols = self.store.cols
+        if index.__class__ is int:  # one page (most writes): its new term, against the one it had
+            for name, var, kind, table in self.agg_tabled:
+                c = table[cols[var][index]]
+                contrib = self.agg_contrib[name]
+                old = contrib.get(index, 0)
+                if c != old:
+                    if c:
+                        contrib[index] = c
+                    else:
+                        del contrib[index]
+                    if kind == "sum":
+                        self.n[name] += c - old
+                    else:
+                        self._moved(name, kind, 0, contrib)
         else:
-            self.agg_dirty.add(index)
+            pids = np.atleast_1d(index).tolist()
+            for name, var, kind, table in self.agg_tabled:
+                col, contrib = cols[var], self.agg_contrib[name]
+                delta = 0
+                for pid in pids:
+                    c = table[col[pid]]
+                    old = contrib.get(pid, 0)
+                    if c != old:
+                        if c:
+                            contrib[pid] = c
+                        else:
+                            del contrib[pid]
+                        delta += c - old
+                self._moved(name, kind, delta, contrib)
+        if self.agg_deferred:
+            if isinstance(index, np.ndarray):
+                self.agg_dirty.update(index.tolist())
+            else:
+                self.agg_dirty.add(index)
+
+    def _moved(self, name: str, kind: str, delta: int, contrib: dict[int, int]) -> None:
+        """Tabled aggregate ``name``'s terms moved by ``delta`` in all (``contrib``: its terms now)."""
+        if kind == "sum":
+            self.n[name] += delta
+        else:
+            self.n[name] = not contrib if kind == "all" else bool(contrib)
 
     def refresh(self) -> None:
-        """Bring every aggregate up to date with the pages changed since the last refresh."""
+        """Bring every aggregate that is not tabled up to date with the pages changed since the last
+        refresh."""
         arrays = self.store.arrays
         live = self.store.live_pages
-        for name, agg in self.cspec.aggregates.items():
+        for name in self.agg_deferred:
+            agg = self.cspec.aggregates[name]
             body, contrib = self.agg_body[name], self.agg_contrib[name]
             total = self.n[name] if agg.kind == "sum" else sum(contrib.values())
             names: dict[str, Any] = {}
             for pid in self.agg_dirty:
                 names[agg.var] = pid
-                v = body(names, arrays) if pid in live else (0 if agg.kind == "sum" else agg.kind == "all")
-                c = int(v) if agg.kind == "sum" else int(not v) if agg.kind == "all" else int(bool(v))
+                c = _contribution(agg.kind, body(names, arrays)) if pid in live else 0
                 old = contrib.pop(pid, 0)
                 if c:
                     contrib[pid] = c
@@ -168,6 +232,11 @@ class RuntimeNames:
         if self.agg_dirty:
             self.refresh()
         return sorted(self.agg_contrib[name])
+
+
+def _contribution(kind: str, value: Any) -> int:
+    """A page's term in a reduction of ``kind`` whose body there is ``value`` (0: neutral)."""
+    return int(value) if kind == "sum" else int(not value) if kind == "all" else int(bool(value))
 
 
 def _union(parts: Iterable[Iterable[int]]) -> list[int]:
