@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,13 @@ class EvictionPolicy:
     def on_remove(self, meta: PageMeta) -> None:
         """The page is forgotten (its id may be reused): drop every reference to it."""
 
+    def on_move_many(self, metas: Sequence[PageMeta], old_tiers: Sequence[str]) -> None:
+        """``on_move`` for each of many distinct pages, in order (a room's victims moved at once; every
+        page's ``tier`` already written).  A policy that overrides it is told so, in bulk; one that does
+        not is told one page at a time, each ``tier`` written as it is told."""
+        for meta, old in zip(metas, old_tiers, strict=True):
+            self.on_move(meta, old)
+
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
         """``on_access`` for each page of a lookup's hit or a lease's read (override to do it in bulk)."""
         for meta in metas:
@@ -128,6 +135,11 @@ class EvictionPolicy:
     def propose(self, decision: str) -> Iterator[int]:
         """Page ids to take out for ``decision`` (one of DECISIONS), best victim first, lazily."""
         raise NotImplementedError(f"{type(self).__name__} proposes no victims")
+
+    def propose_first(self, decision: str, k: int) -> list[int]:
+        """The first ``k`` proposals of ``propose(decision)`` (fewer if it has fewer), for a policy whose
+        proposals have no side effect (``pure_proposals``): nothing changes while they are read."""
+        return list(islice(self.propose(decision), k))
 
     def stats(self) -> dict[str, float]:
         """What the policy has learned or counted, for reports (empty for a policy with no state worth
@@ -156,6 +168,7 @@ class LRUPolicy(EvictionPolicy):
 
     name = "lru"
     pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
+    few = 64  # buffered touches up to this many are found in Python (more: with numpy, its fixed cost paid)
 
     def __init__(self) -> None:
         self.order: dict[str, OrderedDict[int, None]] = {
@@ -168,6 +181,7 @@ class LRUPolicy(EvictionPolicy):
         self.in_pool = np.zeros(64, dtype=bool)
         self.stamp = np.zeros(64, dtype=np.int64)  # page -> logical time of its last touch (tier queue)
         self.pool_stamp = np.zeros(64, dtype=np.int64)
+        self.last = np.zeros(64, dtype=np.int64)  # scratch: a page's last position among the touches
         self.clock = 0
         self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
         self.pool_touched: list[Any] = []
@@ -184,7 +198,7 @@ class LRUPolicy(EvictionPolicy):
         size = len(self.code)
         if page >= size:
             new = max(2 * size, page + 1)
-            for name in ("code", "in_pool", "stamp", "pool_stamp"):
+            for name in ("code", "in_pool", "stamp", "pool_stamp", "last"):
                 old = getattr(self, name)
                 col = np.zeros(new, dtype=old.dtype)
                 col[:size] = old
@@ -216,36 +230,48 @@ class LRUPolicy(EvictionPolicy):
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
-        self.touched = [np.asarray(self._pending(self.touched, self.stamp), dtype=np.int64)]
-        self.pool_touched = [np.asarray(self._pending(self.pool_touched, self.pool_stamp), dtype=np.int64)]
+        self.touched = [np.asarray(self._pending(self.touched), dtype=np.int64)]
+        self.pool_touched = [np.asarray(self._pending(self.pool_touched), dtype=np.int64)]
         self.held = [len(self.touched[0]), len(self.pool_touched[0])]
 
-    @staticmethod
-    def _pending(touched: list[Any], stamp: np.ndarray) -> list[int]:
-        """The pages of ``touched``, each once, in the order of their last touch (and ``touched`` emptied)."""
+    def _pending(self, touched: list[Any]) -> list[int] | np.ndarray:
+        """The pages of ``touched``, each once, in the order of their last touch (and ``touched``
+        emptied): a list when they are few, else an int64 array.  The entries were appended in touch
+        order (stamps rise along them), so a page's last touch is its last occurrence: found with a
+        scratch column (each page's last position written, then compared), no sort."""
         parts = [x for x in touched if x.__class__ is not int]  # the bulk touches (arrays)
-        if not parts:  # single touches only: the order of their last occurrence
-            pages = list(dict.fromkeys(reversed(touched)))
-            pages.reverse()
-            touched.clear()
-            return pages
-        if len(touched) - len(parts) + sum(map(len, parts)) <= 256:  # few: the same, in Python
-            flat: list[int] = []
-            for x in touched:  # stamps rise in touch order: the last occurrence is the last stamp
-                if x.__class__ is int:
-                    flat.append(x)
-                else:
-                    flat.extend(x.tolist())
-            touched.clear()
+        if not parts or len(touched) - len(parts) + sum(map(len, parts)) <= self.few:  # few: in Python
+            flat: list[int] = touched
+            if parts:
+                flat = []
+                for x in touched:
+                    if x.__class__ is int:
+                        flat.append(x)
+                    else:
+                        flat.extend(x.tolist())
             pages = list(dict.fromkeys(reversed(flat)))
             pages.reverse()
+            touched.clear()
             return pages
-        singles = [x for x in touched if x.__class__ is int]
+        chunks: list[Any] = []
+        run: list[int] = []
+        for x in touched:
+            if x.__class__ is int:
+                run.append(x)
+            else:
+                if run:
+                    chunks.append(np.array(run, dtype=np.int64))
+                    run = []
+                chunks.append(x)
+        if run:
+            chunks.append(np.array(run, dtype=np.int64))
         touched.clear()
-        if singles:
-            parts.append(np.asarray(singles, dtype=np.int64))
-        ids = np.unique(np.concatenate(parts)) if len(parts) > 1 else np.unique(parts[0])
-        return ids[np.argsort(stamp[ids], kind="stable")].tolist()  # type: ignore[no-any-return]
+        ids = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+        at = np.arange(len(ids))
+        last = self.last
+        last[ids] = -1
+        np.maximum.at(last, ids, at)  # a page touched again keeps its last position
+        return ids[last[ids] == at]  # type: ignore[no-any-return]
 
     def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
         page = meta.page
@@ -273,15 +299,19 @@ class LRUPolicy(EvictionPolicy):
         if pool:
             if self.pool_touched:
                 pool_queue = self.order["pool"]
-                for page in filter(self.pooled.__contains__, self._pending(self.pool_touched, self.pool_stamp)):
+                pending = self._pending(self.pool_touched)
+                listed = filter(self.pooled.__contains__, pending) if isinstance(pending, list) else \
+                    pending[self.in_pool[pending]].tolist()
+                for page in listed:
                     pool_queue.pop(page, None)
                     pool_queue[page] = None
             self.held[1] = 0
             return
         if self.touched:
             order, placed = self.order, self.placed
-            pages = self._pending(self.touched, self.stamp)
-            for page, code in zip(pages, map(self.code.item, pages), strict=True):
+            pending = self._pending(self.touched)
+            codes = map(self.code.item, pending) if isinstance(pending, list) else self.code[pending].tolist()
+            for page, code in zip(pending if isinstance(pending, list) else pending.tolist(), codes, strict=True):
                 queue, old = QUEUES[code], placed.get(page)
                 if old == queue:
                     if queue is not None:
@@ -361,6 +391,19 @@ class LRUPolicy(EvictionPolicy):
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
         self._place(meta)
 
+    def on_move_many(self, metas: Sequence[PageMeta], old_tiers: Sequence[str]) -> None:
+        # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
+        # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
+        pooled = self.pooled
+        if len(metas) <= 8 or any(meta.pooled != (meta.page in pooled) for meta in metas):
+            for meta in metas:
+                self._place(meta)
+            return
+        idx = page_array(metas)
+        self._ensure(int(np.maximum.reduce(idx)))
+        self.code[idx] = [CODES_OF[self._queue(meta)] for meta in metas]
+        self._touch_many(idx, False)
+
     def on_remove(self, meta: PageMeta) -> None:
         page = meta.page
         self._ensure(page)
@@ -372,6 +415,12 @@ class LRUPolicy(EvictionPolicy):
         self.pooled.discard(page)
         self.order["pool"].pop(page, None)
 
+    def propose_first(self, decision: str, k: int) -> list[int]:
+        self._flush(decision == "pool")
+        if decision == "gpu":
+            return list(islice(chain(self.order["gpu_cold"], self.order["gpu_hot"]), k))
+        return list(islice(self.order[decision], k))
+
     def propose(self, decision: str) -> Iterator[int]:
         self._flush(decision == "pool")
         names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
@@ -382,6 +431,7 @@ class LRUPolicy(EvictionPolicy):
 
 QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  # LRU's tier queues by code
 CODES = {name: code for code, name in enumerate(QUEUES) if name is not None}
+CODES_OF: dict[str | None, int] = {name: code for code, name in enumerate(QUEUES)}
 
 
 _FACTORIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}

@@ -10,7 +10,8 @@ In one go, when nothing can tell the two apart::
 
     choose gpu -> v_1..v_k;  choose host -> h_1..h_m   (m = k - free host pages)
     write the m disk files;  one transaction: spill h_*, offload v_*, offload_done v_* (vector batches)
-    then, in the one-at-a-time order: h_i's host copy freed, v_i's slot freed, the policy told
+    then: the h_* host copies freed and the v_* ones kept at once, v_i's slot freed in turn, and the
+          policy told of every move at once, in the one-at-a-time order (h_1, v_1, h_2, v_2 ...)
 
 Nothing tells them apart when every event involved reads and writes only its own page (checked on
 the compiled spec, so the batch's order is as good as the interleaved one), the policy's proposals
@@ -34,6 +35,7 @@ from .errors import CapacityError, TierError
 from .store import checksum
 
 if TYPE_CHECKING:
+    from .pages import PageRecord
     from .tiering import TierMover
 
 BATCH_FROM = 4  # fewer victims than this: one at a time (the batch's checks cost about one victim's move)
@@ -62,17 +64,17 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     host, disk = storage.host, storage.disk
     if k < BATCH_FROM or disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
         return False
-    victims = seam.choose_many("gpu", ("offload", "drop"), protect, k)
-    if victims is None or not all(pipe.allowed("offload", None, v) for v in victims):
+    # ``choose`` accepts a victim the spec lets offload or drop; the batch needs each to offload (a
+    # spill victim to spill): asking for that event alone refuses the same batches, checking each once
+    victims = seam.choose_many("gpu", ("offload",), protect, k)
+    if victims is None:
         return False
     free_host = max(0, host.capacity - len(host))
-    spills = seam.choose_many("host", ("spill", "drop"), {*protect, *victims}, k - free_host) \
-        if k > free_host else []
-    if spills is None or len(disk) + len(spills) > disk.capacity or \
-            not all(pipe.allowed("spill", None, h) for h in spills):
+    spills = seam.choose_many("host", ("spill",), {*protect, *victims}, k - free_host) if k > free_host else []
+    if spills is None or len(disk) + len(spills) > disk.capacity:
         return False
     spilled = [pages.get(h) for h in spills]
-    copies = [host.get(h) for h in spills]
+    copies = host.get_many(spills)
     if any(data is None or rec.checksum is None for rec, data in zip(spilled, copies, strict=True)):
         return False
     moved = [pages.get(v) for v in victims]
@@ -104,18 +106,23 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
                 disk.remove(pid)
             raise
         first = k - len(spills)  # the victims before it found the host tier full
-        bytes_moved = tiers.metrics.bytes_moved
+        host.remove_many(spills)
+        host.put_many(victims, datas)
+        told: list[PageRecord] = []  # the policy told in the one-at-a-time order: h_i's move, then v_i's
+        tiers_now: list[str] = []
         for i, (rec, data) in enumerate(zip(moved, datas, strict=True)):
             if i >= first:
-                gone = spilled[i - first]
-                host.remove(gone.pid)
-                seam.moved(gone, "disk")
-                bytes_moved["host->disk"] += len(copies[i - first])  # type: ignore[arg-type]
-            host.put(rec.pid, data)
+                told.append(spilled[i - first])
+                tiers_now.append("disk")
+            told.append(rec)
+            tiers_now.append("host")
             rec.checksum = checksum(data)
             storage.free_slot(rec)
-            seam.moved(rec, "host")
-            bytes_moved["gpu->host"] += len(data)
+        seam.moved_many(told, tiers_now)
+        bytes_moved = tiers.metrics.bytes_moved
+        if spills:
+            bytes_moved["host->disk"] += sum(map(len, copies))  # type: ignore[arg-type]
+        bytes_moved["gpu->host"] += sum(map(len, datas))
         seam.accepted("gpu", k)
         seam.accepted("host", len(spills))
         return True

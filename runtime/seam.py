@@ -24,7 +24,7 @@ import numpy as np
 
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
-from .policy import DECISIONS, EvictionPolicy
+from .policy import DECISIONS, EvictionPolicy, PageMeta
 
 
 class PolicySeam:
@@ -39,6 +39,7 @@ class PolicySeam:
         self.now = 0
         self.refusals = 0
         self.victims: Counter[str] = Counter()  # proposals accepted, by decision
+        self.bulk_moves = type(policy).on_move_many is not EvictionPolicy.on_move_many
 
     # -- clock and notifications ------------------------------------------------------------------
     def tick(self) -> int:
@@ -106,6 +107,24 @@ class PolicySeam:
         if old != tier:
             self.policy.on_move(meta, old)
 
+    def moved_many(self, recs: Sequence[PageRecord], tiers: Sequence[str]) -> None:
+        """``moved`` for each of ``recs`` (distinct pages) to its tier in ``tiers``, in order; the policy
+        told in bulk where it takes moves in bulk."""
+        if not self.bulk_moves:
+            for rec, tier in zip(recs, tiers, strict=True):
+                self.moved(rec, tier)
+            return
+        metas: list[PageMeta] = []
+        olds: list[str] = []
+        for rec, tier in zip(recs, tiers, strict=True):
+            meta = rec.meta
+            if meta.tier != tier:
+                olds.append(meta.tier)
+                meta.tier = tier
+                metas.append(meta)
+        if metas:
+            self.policy.on_move_many(metas, olds)
+
     def removed(self, rec: PageRecord) -> None:
         """The page is forgotten."""
         self.policy.on_remove(rec.meta)
@@ -121,16 +140,15 @@ class PolicySeam:
             return None
         pool, tier = decision == "pool", decision
         find, allowed, busy, first, rest = self.pages.find, self.pipe.allowed, self.busy, events[0], events[1:]
-        out: list[int] = []
-        for pid in self.policy.propose(decision):
-            if len(out) == k:
-                break
+        out = self.policy.propose_first(decision, k)
+        if len(out) < k:
+            return None
+        for pid in out:
             rec = find(pid)
             if rec is None or (not rec.meta.pooled if pool else rec.meta.tier != tier) or pid in protect or \
                     busy(pid) or not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 return None  # ``choose`` would refuse it: counted and reported there
-            out.append(pid)
-        return out if len(out) == k else None
+        return out
 
     def accepted(self, decision: str, k: int) -> None:
         """``k`` proposals of ``choose_many`` were obeyed."""

@@ -8,6 +8,7 @@ the bytes found, and the caller compares them with the checksum the control plan
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .disktier import DiskTier
@@ -90,6 +91,28 @@ class HostTier:
         if pid in self.data:
             with self._lock:
                 self.data.pop(pid, None)
+
+    def get_many(self, pids: Sequence[int]) -> list[bytes | None]:
+        """``get`` for each of ``pids``."""
+        get = self.data.get
+        with self._lock:
+            return [get(pid) for pid in pids]
+
+    def put_many(self, pids: Sequence[int], datas: Sequence[bytes]) -> None:
+        """``put`` each payload (distinct pages), all or none."""
+        data = self.data
+        if len(data) + sum(1 for pid in pids if pid not in data) > self.capacity:
+            raise CapacityError(f"host tier full ({self.capacity} pages)")
+        with self._lock:
+            data.update(zip(pids, datas, strict=True))
+
+    def remove_many(self, pids: Sequence[int]) -> None:
+        """``remove`` each of ``pids``."""
+        if pids:
+            pop = self.data.pop
+            with self._lock:
+                for pid in pids:
+                    pop(pid, None)
 
 
 class Storage:

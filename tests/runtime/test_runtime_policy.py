@@ -192,3 +192,52 @@ def test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed: 
             eager._flush(False)
             got, want = list(lazy.propose(decision)), list(eager.propose(decision))
             assert got == want, (step, decision)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed: int) -> None:
+    """Many buffered touches are filed in bulk (numpy; ``LRUPolicy.few`` 0 files every batch so), a few
+    in Python: the proposals, queues and stamps are the same either way, the pool's included."""
+    import random
+
+    rng = random.Random(seed)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    bulk.few, single.few = 0, 1 << 30
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(800):
+        op = rng.random()
+        if op < 0.2 or not metas:
+            for pid in rng.sample(range(600), rng.choice([1, 5, 40])):
+                if pid not in metas:
+                    metas[pid] = (PageMeta(pid, 0), PageMeta(pid, 0))
+                    for meta, pol in zip(metas[pid], (bulk, single), strict=True):
+                        meta.pooled = pid % 3 == 0
+                        pol.on_insert(meta)
+        elif op < 0.45:
+            for pid in rng.sample(sorted(metas), min(len(metas), rng.choice([1, 4, 30]))):
+                tier = rng.choice(["gpu", "host", "disk", "dropped", "offloading"])
+                for meta, pol in zip(metas[pid], (bulk, single), strict=True):
+                    if meta.tier != tier:
+                        old, meta.tier = meta.tier, tier
+                        pol.on_move(meta, old)
+        elif op < 0.55:
+            pid = rng.choice(sorted(metas))
+            pooled, holders = rng.random() < 0.6, rng.randrange(2)
+            for meta, pol in zip(metas[pid], (bulk, single), strict=True):
+                meta.pooled, meta.holders = pooled, holders
+                pol.on_update(meta)
+        elif op < 0.8:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([3, 12, 60, 200])))
+            for k, pol in enumerate((bulk, single)):
+                pol.on_access_many([metas[p][k] for p in pids], step)
+        elif op < 0.85:
+            pid = rng.choice(sorted(metas))
+            for meta, pol in zip(metas.pop(pid), (bulk, single), strict=True):
+                pol.on_remove(meta)
+        else:
+            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+            assert bulk.placed == single.placed and bulk.stamp.tobytes() == single.stamp.tobytes()
+    for decision in ("gpu", "host", "disk", "pool"):
+        assert list(bulk.propose(decision)) == list(single.propose(decision))
+    assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}

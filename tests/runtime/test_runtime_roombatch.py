@@ -46,8 +46,13 @@ def counting(monkeypatch: pytest.MonkeyPatch, module: Any = tiering_module) -> l
 
 
 def policy_counts(m: CacheManager) -> tuple[Any, ...]:
+    """The seam's counts, the bytes moved, the free slots, and what LRU will propose (its buffered
+    touches applied), its clock and its stamps."""
     snap = m.metrics()
-    return (snap.policy_refusals, dict(snap.policy_victims), dict(snap.bytes_moved), m.parts.storage.slots.free_slots)
+    pol = m.parts.seam.policy
+    proposals = tuple(tuple(pol.propose(d)) for d in ("gpu", "host", "disk", "pool"))
+    return (snap.policy_refusals, dict(snap.policy_victims), dict(snap.bytes_moved), m.parts.storage.slots.free_slots,
+            proposals, pol.clock, pol.stamp.tobytes(), pol.pool_stamp.tobytes())
 
 
 def long_writes(twin: Twins, rng: random.Random, i: int, seqs: list[str]) -> None:
