@@ -66,6 +66,8 @@ def test_pinned_private_page_outlives_its_sequence(make_manager: Callable[..., C
     m.free("a")
     assert all(p in m.page_ids() for p in lease.pages) and pages[2] in m.page_ids()  # the tail is pinned too
     m.check_integrity()
+    with pytest.raises(StaleLeaseError, match="failed re-validation"):  # the tail was readable to "a" alone
+        m.read(lease)
     m.release(lease)
     assert not m.page_ids()
     m.check_integrity()
