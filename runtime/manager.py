@@ -346,8 +346,9 @@ class CacheManager:
     def page_values(self, pids: Seq[int], names: Seq[str]) -> dict[str, list[Any]]:
         """Named values of many live pages (spec page values decoded, and ``gpu_slot``): one list per
         name, in ``pids`` order; what ``page_state`` says of each, without decoding every field."""
+        pages, wanted = check_items(pids, "pages"), check_items(names, "names")
         with self.lock:
-            return self.parts.page_values(pids, names)
+            return self.parts.page_values(pages, wanted)
 
     def check_integrity(self) -> None:
         """Evaluate every spec invariant (that reads no ghost) on the live state, plus the runtime's own

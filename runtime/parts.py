@@ -191,7 +191,7 @@ class Parts:
         for name in names:
             if name == "gpu_slot":
                 out[name] = [rec.gpu_slot for rec in recs]
-            elif name in store.page_names:
+            elif isinstance(name, str) and name in store.page_names:
                 col = store.vecs[name]
                 out[name] = [dec(name, v) for v in col[list(pids)].tolist()] if pids else []
             else:

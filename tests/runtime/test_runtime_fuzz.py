@@ -18,8 +18,8 @@ from morphcache.runtime import errors as runtime_errors
 CALLS = ["register", "append", "append_batch", "attach", "free", "frontier", "sequence_pages", "lookup", "probe",
          "recover", "acquire", "read", "release", "kernel_lease", "compress", "recompress", "build_index",
          "release_tail", "slide", "offload", "prefetch", "wait_prefetches", "drop", "evict", "admit", "capture",
-         "uncapture", "page_state", "state_path", "rebuild_state", "save_state", "offload_state", "prefetch_state",
-         "drop_state"]
+         "uncapture", "page_state", "page_values", "state_path", "rebuild_state", "save_state", "offload_state",
+         "prefetch_state", "drop_state"]
 KEYWORDS = {"lookup": ["limit", "owner"], "probe": ["limit"], "recover": ["block"], "read": ["payloads"],
             "register": ["approximate"], "rebuild_state": ["exact"]}
 ODD = [None, True, False, -1, 0, 1, 3, 2**64, 2**70, 1.5, float("nan"), "a", "", "zz", "host", "disk", "gpu", b"x",
