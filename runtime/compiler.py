@@ -126,6 +126,7 @@ class CompiledLookup:
     ready_text: Mapping[str, str]
     recovery: Mapping[str, Mapping[str, Compiled]]
     reads: frozenset[str]
+    frecovery: Mapping[str, Mapping[str, Compiled]]  # the same conditions as generated functions (fast path)
 
 
 class CompiledSpec:
@@ -264,6 +265,7 @@ class CompiledSpec:
         lk = self.spec.lookup
         needed, needed_state, ready, vready, local, text = {}, {}, {}, {}, {}, {}
         recovery: dict[str, dict[str, Compiled]] = {}
+        frecovery: dict[str, dict[str, Compiled]] = {}
         reads: set[str] = set()
         for obj in lk.objects:
             n = fold(lk.needed[obj], self.constants)
@@ -277,8 +279,11 @@ class CompiledSpec:
                 and not (free_names(r) - {"p"})
             text[obj] = render(lk.ready[obj])
             reads |= array_names(r)
-            recovery[obj] = {path: compile_expr(self._prep(cond)) for path, cond in lk.recovery.get(obj, {}).items()}
-        return CompiledLookup(lk.objects, needed, needed_state, ready, vready, local, text, recovery, frozenset(reads))
+            conds = {path: self._prep(cond) for path, cond in lk.recovery.get(obj, {}).items()}
+            recovery[obj] = {path: compile_expr(cond) for path, cond in conds.items()}
+            frecovery[obj] = {path: compile_source(cond) for path, cond in conds.items()}
+        return CompiledLookup(lk.objects, needed, needed_state, ready, vready, local, text, recovery, frozenset(reads),
+                              frecovery)
 
     def event(self, name: str) -> CompiledEvent:
         """The compiled event ``name``; ConfigError if the spec has none."""

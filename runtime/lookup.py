@@ -105,7 +105,7 @@ class Lookups:
         hit = self.index.nominal(tokens, limit)
         masks = self.masks(hit.page_ids())
         eff = self.search.effective(masks, hit.tokens)
-        blocking = (frozenset(self.objects[k] for k, _ in self.search.blocking(masks, hit.tokens))
+        blocking = (frozenset(self.objects[k] for k in self.search.blocked(masks, hit.tokens))
                     if eff < hit.tokens else frozenset())
         return Probe(hit.tokens, eff, blocking)
 
@@ -121,7 +121,7 @@ class Lookups:
         masks = self.masks(ids)
         nominal = hit.tokens
         eff = self.search.effective(masks, nominal)
-        blocking = ({self.objects[k] for k, _ in self.search.blocking(masks, nominal)} if eff < nominal else set())
+        blocking = {self.objects[k] for k in self.search.blocked(masks, nominal)} if eff < nominal else set()
         self.metrics.lookup(len(tokens), nominal, eff, blocking)
         self.seam.tick()
         self.seam.accessed(ids)
@@ -164,20 +164,25 @@ class Lookups:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages
         lk = self.cspec.lookup
+        recovery = lk.frecovery if self.config.fast else lk.recovery
         names, arrays = dict(self._names), self.store.arrays
+        ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
         assignments: list[Assignment] = []
         in_place = 0
         missing: Counter[str] = Counter()
         for k, obj in enumerate(self.objects):
-            for p in self.search.needed_pages(k, len(pages), target):
+            bit = 1 << k
+            needed = self.search.needed_pages(k, len(pages), target)
+            unready = [p for p in needed if not ready[p] & bit]
+            in_place += len(needed) - len(unready)
+            if not unready:
+                continue
+            missing[obj] += len(unready)
+            conditions = recovery[obj]
+            for p in unready:
                 pid = pages[p]
-                if (masks[p] >> k) & 1:
-                    in_place += 1
-                    continue
                 names["p"] = pid
-                path = choose_path(obj, pid, p, lk.recovery[obj], names, arrays)
-                missing[obj] += 1
-                assignments.append(Assignment(pid, p, obj, path))
+                assignments.append(Assignment(pid, p, obj, choose_path(obj, pid, p, conditions, names, arrays)))
         assignments.sort(key=lambda a: (a.block, a.obj))
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
         page_level = tuple(a for a in assignments if a.obj not in owned)

@@ -163,6 +163,13 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     assert search.effective(masks, nominal) == search.brute(masks, nominal)
     # the vector backend hands the masks over as an array: the same answer
     assert search.effective(np.asarray(masks, dtype=np.int64), nominal) == search.brute(masks, nominal)
+    # what blocks it and which pages each object needs, off the profile: as ``needed`` says page by page
+    pairs = search.blocking(masks, nominal, direct=True)
+    assert search.blocked(masks, nominal) == sorted({k for k, _ in pairs})
+    assert search.blocked(np.asarray(masks, dtype=np.int64), nominal) == sorted({k for k, _ in pairs})
+    for k in range(len(search.objects)):
+        assert search.needed_pages(k, len(masks), nominal) == [
+            p for p in range(len(masks)) if search.needed(k, p, nominal, direct=True)]
 
 
 # -- readiness masks: the vector backend's packed bits against the closures ---------------------------
