@@ -127,6 +127,7 @@ class CompiledLookup:
     recovery: Mapping[str, Mapping[str, Compiled]]
     reads: frozenset[str]
     frecovery: Mapping[str, Mapping[str, Compiled]]  # the same conditions as generated functions (fast path)
+    ready_ir: tuple[Expr, ...]  # each object's ready predicate as compiled (constants folded, states encoded)
 
 
 class CompiledSpec:
@@ -266,6 +267,7 @@ class CompiledSpec:
         needed, needed_state, ready, vready, local, text = {}, {}, {}, {}, {}, {}
         recovery: dict[str, dict[str, Compiled]] = {}
         frecovery: dict[str, dict[str, Compiled]] = {}
+        prepped: list[Expr] = []
         reads: set[str] = set()
         for obj in lk.objects:
             n = fold(lk.needed[obj], self.constants)
@@ -273,6 +275,7 @@ class CompiledSpec:
             needed_state[obj] = bool(array_names(n) or (free_names(n) - {"p", "pos"}))
             r = self._prep(lk.ready[obj])
             ready[obj] = compile_source(r)
+            prepped.append(r)
             vready[obj] = compile_vector(r)
             local[obj] = all(isinstance(x, Index) is False or (len(x.args) == 1 and isinstance(x.args[0], Name)
                                                                 and x.args[0].name == "p") for x in walk(r)) \
@@ -283,7 +286,7 @@ class CompiledSpec:
             recovery[obj] = {path: compile_expr(cond) for path, cond in conds.items()}
             frecovery[obj] = {path: compile_source(cond) for path, cond in conds.items()}
         return CompiledLookup(lk.objects, needed, needed_state, ready, vready, local, text, recovery, frozenset(reads),
-                              frecovery)
+                              frecovery, tuple(prepped))
 
     def event(self, name: str) -> CompiledEvent:
         """The compiled event ``name``; ConfigError if the spec has none."""

@@ -198,4 +198,6 @@ def test_vector_masks_match_the_closures(seed: int) -> None:
         vector = lookups.masks(ids)
         assert vector.dtype == np.int64
         assert vector.tolist() == lookups.masks(ids, vector=False)
+        few = ids[:VECTOR_FROM - 1]  # a short hit: the generated loop against the closures
+        assert lookups.masks(few) == lookups.masks(few, vector=False) == vector[:len(few)].tolist()
         assert len(set(vector.tolist())) > 1

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rt_helpers import bare_store
 
-from morphcache.runtime import CacheManager
-from morphcache.runtime import sparse
+from morphcache.runtime import CacheManager, sparse
 from morphcache.runtime.sparse import frozen
 
 READERS, PAGES = 3, 12
