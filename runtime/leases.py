@@ -29,7 +29,6 @@ from .seam import PolicySeam
 from .sparse import frozen
 from .tiers import Storage
 
-
 _MAX = np.maximum.reduce  # (the ufunc's reduction: no Python wrapper)
 
 
