@@ -126,8 +126,7 @@ class CompiledLookup:
     ready_text: Mapping[str, str]
     recovery: Mapping[str, Mapping[str, Compiled]]
     reads: frozenset[str]
-    frecovery: Mapping[str, Mapping[str, Compiled]]  # the same conditions as generated functions (fast path)
-    ready_ir: tuple[Expr, ...]  # each object's ready predicate as compiled (constants folded, states encoded)
+    ir: Mapping[str, tuple[Expr, Mapping[str, Expr]]]  # each object's ready and recovery conditions as compiled
 
 
 class CompiledSpec:
@@ -266,8 +265,6 @@ class CompiledSpec:
         lk = self.spec.lookup
         needed, needed_state, ready, vready, local, text = {}, {}, {}, {}, {}, {}
         recovery: dict[str, dict[str, Compiled]] = {}
-        frecovery: dict[str, dict[str, Compiled]] = {}
-        prepped: list[Expr] = []
         reads: set[str] = set()
         for obj in lk.objects:
             n = fold(lk.needed[obj], self.constants)
@@ -275,18 +272,16 @@ class CompiledSpec:
             needed_state[obj] = bool(array_names(n) or (free_names(n) - {"p", "pos"}))
             r = self._prep(lk.ready[obj])
             ready[obj] = compile_source(r)
-            prepped.append(r)
             vready[obj] = compile_vector(r)
             local[obj] = all(isinstance(x, Index) is False or (len(x.args) == 1 and isinstance(x.args[0], Name)
                                                                 and x.args[0].name == "p") for x in walk(r)) \
                 and not (free_names(r) - {"p"})
             text[obj] = render(lk.ready[obj])
             reads |= array_names(r)
-            conds = {path: self._prep(cond) for path, cond in lk.recovery.get(obj, {}).items()}
-            recovery[obj] = {path: compile_expr(cond) for path, cond in conds.items()}
-            frecovery[obj] = {path: compile_source(cond) for path, cond in conds.items()}
+            recovery[obj] = {path: compile_expr(self._prep(cond)) for path, cond in lk.recovery.get(obj, {}).items()}
         return CompiledLookup(lk.objects, needed, needed_state, ready, vready, local, text, recovery, frozenset(reads),
-                              frecovery, tuple(prepped))
+                              {o: (self._prep(lk.ready[o]),
+                                   {k: self._prep(e) for k, e in lk.recovery.get(o, {}).items()}) for o in lk.objects})
 
     def event(self, name: str) -> CompiledEvent:
         """The compiled event ``name``; ConfigError if the spec has none."""

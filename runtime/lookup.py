@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from morphcache.spec.expr import Expr
-from morphcache.spec.pycode import source
+from morphcache.spec.pycode import compile_source, source
 
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
@@ -100,7 +100,8 @@ class Lookups:
         self._names: dict[str, Any] = dict(cspec.constants)
         self._weights = np.array([1 << k for k in range(len(self.objects))], dtype=np.int64)  # bit k of a mask
         self.states: RecurrentPart = NoRecurrentState()  # the recurrent part (parts.py wires it)
-        self._fused = mask_function(lk.ready_ir)
+        self._fused = mask_function([lk.ir[obj][0] for obj in self.objects])  # the fast path's readiness and paths
+        self._paths = {obj: {path: compile_source(c) for path, c in lk.ir[obj][1].items()} for obj in self.objects}
 
     # -- readiness --------------------------------------------------------------------------------
     def masks(self, pids: Sequence[int] | np.ndarray, vector: bool = True) -> Any:
@@ -195,7 +196,7 @@ class Lookups:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages
         lk = self.cspec.lookup
-        recovery = lk.frecovery if self.config.fast else lk.recovery
+        recovery = self._paths if self.config.fast else lk.recovery
         names, arrays = dict(self._names), self.store.arrays
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
         assignments: list[Assignment] = []
