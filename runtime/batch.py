@@ -103,8 +103,8 @@ class VectorFiring:
         bounds = pipe.write_plan(ev.name)
         for eff, klass, (_, _, lo, hi) in zip(ev.effects, plan.effects, bounds, strict=True):
             value = np.asarray(eff.vfn(n, moved if klass == AFFINE else pre))
-            if value.shape != (self.count,):
-                value = np.broadcast_to(value, (self.count,))
+            if value.shape != (self.count,):  # one value for every firing (a scalar: repeat is one C call)
+                value = value.repeat(self.count) if value.size == 1 else np.broadcast_to(value, (self.count,))
             low = _MIN(value) if lo is not None else None  # the ufuncs' reductions: no Python wrapper
             high = _MAX(value) if hi is not None else None
             extremes.append((low, high) if lo is not None and hi is not None else None)

@@ -80,6 +80,7 @@ class _Powers:
 
 
 _POWERS = _Powers()
+_ACCUMULATE = np.add.accumulate
 
 
 def page_digests(rows: np.ndarray) -> np.ndarray:
@@ -95,7 +96,7 @@ def chain_keys(rows: np.ndarray, root: int = ROOT_HASH) -> np.ndarray:
     s *= down
     if len(s):
         s[0] = (int(s[0]) + root) & MASK
-    s.cumsum(out=s)
+    _ACCUMULATE(s, out=s)  # the cumulative sum (the ufunc's own accumulate: no method wrapper)
     s *= up
     return s
 

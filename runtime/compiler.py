@@ -126,6 +126,7 @@ class CompiledLookup:
     ready_text: Mapping[str, str]
     recovery: Mapping[str, Mapping[str, Compiled]]
     reads: frozenset[str]
+    ir: Mapping[str, tuple[Expr, Mapping[str, Expr]]]  # each object's ready and recovery conditions as compiled
 
 
 class CompiledSpec:
@@ -278,7 +279,9 @@ class CompiledSpec:
             text[obj] = render(lk.ready[obj])
             reads |= array_names(r)
             recovery[obj] = {path: compile_expr(self._prep(cond)) for path, cond in lk.recovery.get(obj, {}).items()}
-        return CompiledLookup(lk.objects, needed, needed_state, ready, vready, local, text, recovery, frozenset(reads))
+        return CompiledLookup(lk.objects, needed, needed_state, ready, vready, local, text, recovery, frozenset(reads),
+                              {o: (self._prep(lk.ready[o]),
+                                   {k: self._prep(e) for k, e in lk.recovery.get(o, {}).items()}) for o in lk.objects})
 
     def event(self, name: str) -> CompiledEvent:
         """The compiled event ``name``; ConfigError if the spec has none."""

@@ -85,7 +85,12 @@ class NominalHit:
 
     def page_ids(self) -> np.ndarray:
         """``pages`` as an int64 array."""
-        return self.ids if self.partial is None else np.append(self.ids, np.int64(self.partial))
+        if self.partial is None:
+            return self.ids
+        out = np.empty(len(self.ids) + 1, dtype=np.int64)  # (np.append's wrapper costs more than the copy)
+        out[:-1] = self.ids
+        out[-1] = self.partial
+        return out
 
 
 class Scratch:

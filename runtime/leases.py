@@ -29,6 +29,8 @@ from .seam import PolicySeam
 from .sparse import frozen
 from .tiers import Storage
 
+_MAX = np.maximum.reduce  # (the ufunc's reduction: no Python wrapper)
+
 
 class LeaseBook:
     """Every live lease of one manager."""
@@ -96,7 +98,10 @@ class LeaseBook:
         pipe = self.pipe
         pinned = lease.pinned_ids
         counts = self.store.varrays[LPIN][(lease.reader, pinned)]
-        more, last = pinned[counts > 1], pinned[counts <= 1]
+        if len(counts) and _MAX(counts) <= 1:  # the reader's only lease on every page (the common case)
+            more, last = pinned[:0], pinned
+        else:
+            more, last = pinned[counts > 1], pinned[counts <= 1]
         both = bool(len(more)) and bool(len(last))
         with pipe.atomic() if both else nullcontext():
             if len(more):

@@ -13,10 +13,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from morphcache.spec.expr import Expr
+from morphcache.spec.pycode import compile_source, source
 
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
@@ -38,6 +41,31 @@ VECTOR_FROM = 24  # hits of at least this many pages are checked by the vector b
 _WORD = np.dtype("<u8")  # eight bytes read as one word, byte k its bits 8k .. 8k+7
 _GATHER = np.uint64(sum(1 << 7 * (8 - k) for k in range(8)))  # byte k's low bit to bit 56 + k
 _TOP = np.uint64(56)
+
+
+_NAMED_PAGE = "n['p']"  # how generated source reads the page
+MaskFn = Callable[[Iterable[int], dict[str, Any], Mapping[str, Any]], list[int]]
+
+
+def mask_function(ready: Sequence[Expr]) -> MaskFn:
+    """``masks(pids, names, arrays)``: each page's readiness bits (bit k: ``ready[k]`` holds) in one
+    generated loop, each predicate's generated source inlined (no call a predicate a page)::
+
+        def _masks(pids, n, a):
+            out = []
+            for p in pids:
+                n['p'] = p
+                out.append((1 if <ready[0]> else 0) | (2 if <ready[1]> else 0) | ...)   n['p'] read as p
+            return out
+    """
+    terms = " | ".join(f"({1 << k} if {source(e).replace(_NAMED_PAGE, 'p')} else 0)"
+                       for k, e in enumerate(ready)) or "0"  # the page read from the loop's variable
+    text = (f"def _masks(pids, n, a):\n    out = []\n    for p in pids:\n        n['p'] = p\n"
+            f"        out.append({terms})\n    return out\n")
+    scope: dict[str, Any] = {}
+    exec(compile(text, "<readiness masks>", "exec"), scope)  # noqa: S102 - source generated from the spec's IR
+    fn: MaskFn = scope["_masks"]
+    return fn
 
 
 def pack_bytes(words: np.ndarray) -> np.ndarray:
@@ -72,6 +100,8 @@ class Lookups:
         self._names: dict[str, Any] = dict(cspec.constants)
         self._weights = np.array([1 << k for k in range(len(self.objects))], dtype=np.int64)  # bit k of a mask
         self.states: RecurrentPart = NoRecurrentState()  # the recurrent part (parts.py wires it)
+        self._fused = mask_function([lk.ir[obj][0] for obj in self.objects])  # the fast path's readiness and paths
+        self._paths = {obj: {path: compile_source(c) for path, c in lk.ir[obj][1].items()} for obj in self.objects}
 
     # -- readiness --------------------------------------------------------------------------------
     def masks(self, pids: Sequence[int] | np.ndarray, vector: bool = True) -> Any:
@@ -88,6 +118,8 @@ class Lookups:
                 return pack_bytes(ready.view(_WORD).reshape(len(pids)))
             return ready @ self._weights  # int64: the weights' type
         names, arrays = self._names, self.store.arrays
+        if vector and self.config.fast:  # one generated loop; the closures below are the general path
+            return self._fused(pids.tolist() if isinstance(pids, np.ndarray) else pids, names, arrays)
         ready_fns = [lk.ready[obj] for obj in self.objects]
         out = []
         for pid in pids.tolist() if isinstance(pids, np.ndarray) else pids:
@@ -105,7 +137,7 @@ class Lookups:
         hit = self.index.nominal(tokens, limit)
         masks = self.masks(hit.page_ids())
         eff = self.search.effective(masks, hit.tokens)
-        blocking = (frozenset(self.objects[k] for k, _ in self.search.blocking(masks, hit.tokens))
+        blocking = (frozenset(self.objects[k] for k in self.search.blocked(masks, hit.tokens))
                     if eff < hit.tokens else frozenset())
         return Probe(hit.tokens, eff, blocking)
 
@@ -121,7 +153,7 @@ class Lookups:
         masks = self.masks(ids)
         nominal = hit.tokens
         eff = self.search.effective(masks, nominal)
-        blocking = ({self.objects[k] for k, _ in self.search.blocking(masks, nominal)} if eff < nominal else set())
+        blocking = {self.objects[k] for k in self.search.blocked(masks, nominal)} if eff < nominal else set()
         self.metrics.lookup(len(tokens), nominal, eff, blocking)
         self.seam.tick()
         self.seam.accessed(ids)
@@ -164,20 +196,25 @@ class Lookups:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages
         lk = self.cspec.lookup
+        recovery = self._paths if self.config.fast else lk.recovery
         names, arrays = dict(self._names), self.store.arrays
+        ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
         assignments: list[Assignment] = []
         in_place = 0
         missing: Counter[str] = Counter()
         for k, obj in enumerate(self.objects):
-            for p in self.search.needed_pages(k, len(pages), target):
+            bit = 1 << k
+            needed = self.search.needed_pages(k, len(pages), target)
+            unready = [p for p in needed if not ready[p] & bit]
+            in_place += len(needed) - len(unready)
+            if not unready:
+                continue
+            missing[obj] += len(unready)
+            conditions = recovery[obj]
+            for p in unready:
                 pid = pages[p]
-                if (masks[p] >> k) & 1:
-                    in_place += 1
-                    continue
                 names["p"] = pid
-                path = choose_path(obj, pid, p, lk.recovery[obj], names, arrays)
-                missing[obj] += 1
-                assignments.append(Assignment(pid, p, obj, path))
+                assignments.append(Assignment(pid, p, obj, choose_path(obj, pid, p, conditions, names, arrays)))
         assignments.sort(key=lambda a: (a.block, a.obj))
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
         page_level = tuple(a for a in assignments if a.obj not in owned)

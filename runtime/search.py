@@ -23,6 +23,8 @@ evaluates ``needed`` at every position (slow, exact).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import reduce
+from operator import and_
 from typing import Any
 
 import numpy as np
@@ -129,7 +131,41 @@ class HitSearch:
 
     def needed_pages(self, k: int, npages: int, pos: int) -> list[int]:
         """Blocks ``p < npages`` whose object ``k`` is needed for a hit at ``pos``."""
-        return [p for p in range(min(npages, self._last_page(npages, pos) + 1)) if self.needed(k, p, pos)]
+        top = min(npages, self._last_page(npages, pos) + 1)
+        if self.profiles is not None:
+            return [p for a, b in self._spans(k, top, pos) for p in range(a, b)]
+        return [p for p in range(top) if self.needed(k, p, pos)]
+
+    def _spans(self, k: int, top: int, pos: int) -> list[tuple[int, int]]:
+        """The blocks ``p < top`` whose object ``k`` is needed at ``pos``, read off the profile as
+        half-open ranges ``[a, b)`` in block order: interval ``[lo, hi]`` of ``d = pos - p*C`` holds
+        exactly for ``ceil((pos - hi) / C) <= p <= floor((pos - lo) / C)``."""
+        assert self.profiles is not None
+        c = self.page_size
+        out = []
+        for lo, hi in self.profiles[self.objects[k]]:
+            a, b = max(0, -((hi - pos) // c)), min(top, (pos - lo) // c + 1)
+            if a < b:
+                out.append((a, b))
+        out.sort()  # the intervals ascend in d, so their blocks descend
+        return out
+
+    def blocked(self, masks: Sequence[int], pos: int) -> list[int]:
+        """The objects ``k`` with a block needed for a hit at ``pos`` and not ready (pages past the
+        chain never are): the ``k`` of ``blocking``'s pairs, ascending."""
+        if self.profiles is None:
+            return sorted({k for k, _ in self.blocking(masks, pos)})
+        top = self._last_page(len(masks), pos) + 1
+        ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
+        n = len(ready)
+        out = []
+        for k in range(len(self.objects)):
+            bit = 1 << k
+            for a, b in self._spans(k, top, pos):
+                if b > n or not reduce(and_, ready[a:b], bit) & bit:
+                    out.append(k)
+                    break
+        return out
 
     def _last_page(self, npages: int, pos: int) -> int:
         """The last block that can be needed at ``pos`` (blocks past the chain count as not ready)."""

@@ -20,6 +20,7 @@ import numpy as np
 from .holders import MANY, Holders
 
 EMPTY: dict[int, int] = {}
+SHORT_ROW = 64  # a row in array form this short is read as a dict (made once), a longer one searched
 
 
 def frozen(ids: np.ndarray | Sequence[int]) -> np.ndarray:
@@ -49,7 +50,7 @@ class RPView:
     writes added after its arrays were taken (a page opened at the end of a block table).
     The state store keeps the forms in step on every write (``extend``, ``forget``)."""
 
-    __slots__ = ("data", "init", "rows", "grown", "only", "holders", "other")
+    __slots__ = ("data", "init", "rows", "grown", "only", "holders", "other", "looked")
 
     def __init__(self, data: dict[int, dict[int, int]], init: int) -> None:
         self.data = data
@@ -59,6 +60,7 @@ class RPView:
         self.only: set[int] = set()
         self.holders: Holders | None = None  # the reverse index, when a two-valued variable has one
         self.other = init  # its one value besides the initial
+        self.looked: dict[int, dict[int, int]] = {}  # a short row's arrays as a dict, made by its first scalar read
 
     def two_valued(self, holders: Holders, other: int) -> None:
         """The variable takes only ``init`` and ``other``, and ``holders`` is its reverse index (kept by
@@ -85,6 +87,7 @@ class RPView:
             vals = frozen(values)
         self.rows[rid] = (frozen(pages), vals)  # arrays the caller cannot change
         self.grown.pop(rid, None)
+        self.looked.pop(rid, None)
         if only:
             self.only.add(rid)
         else:
@@ -110,6 +113,9 @@ class RPView:
                 more = self.grown[rid] = ([], [])
             more[0].append(pid)
             more[1].append(value)
+            looked = self.looked.get(rid)
+            if looked is not None:
+                looked[pid] = value
 
     def forget(self, rid: int) -> None:
         """The reader's dict row is about to change otherwise: its arrays are no longer known (built
@@ -118,11 +124,13 @@ class RPView:
             self.materialize(rid)
         self.rows.pop(rid, None)
         self.grown.pop(rid, None)
+        self.looked.pop(rid, None)
 
     def drop(self, rid: int) -> None:
         """The reader's row went back to initial values everywhere."""
         self.rows.pop(rid, None)
         self.grown.pop(rid, None)
+        self.looked.pop(rid, None)
         self.only.discard(rid)
         self.data.pop(rid, None)
 
@@ -139,7 +147,19 @@ class RPView:
         return row.get(p, self.init) if row else self.init
 
     def _search(self, rid: int, pid: int) -> int:
+        """The row's value at ``pid`` read off its arrays: a short row's made into a dict at its first read
+        (kept until the row changes; no ``data`` entry, so the row stays in array form), a long one's
+        searched."""
+        looked = self.looked.get(rid)
+        if looked is not None:
+            return looked.get(pid, self.init)
         pages, values = self.rows[rid]
+        if len(pages) <= SHORT_ROW:
+            looked = self.looked[rid] = dict(zip(pages.tolist(), values.tolist(), strict=True))
+            more = self.grown.get(rid)
+            if more is not None:
+                looked.update(zip(more[0], more[1], strict=True))
+            return looked.get(pid, self.init)
         at = np.flatnonzero(pages == pid)
         if len(at):
             return int(values[at[0]])

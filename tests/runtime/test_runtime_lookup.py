@@ -163,6 +163,13 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     assert search.effective(masks, nominal) == search.brute(masks, nominal)
     # the vector backend hands the masks over as an array: the same answer
     assert search.effective(np.asarray(masks, dtype=np.int64), nominal) == search.brute(masks, nominal)
+    # what blocks it and which pages each object needs, off the profile: as ``needed`` says page by page
+    pairs = search.blocking(masks, nominal, direct=True)
+    assert search.blocked(masks, nominal) == sorted({k for k, _ in pairs})
+    assert search.blocked(np.asarray(masks, dtype=np.int64), nominal) == sorted({k for k, _ in pairs})
+    for k in range(len(search.objects)):
+        assert search.needed_pages(k, len(masks), nominal) == [
+            p for p in range(len(masks)) if search.needed(k, p, nominal, direct=True)]
 
 
 # -- readiness masks: the vector backend's packed bits against the closures ---------------------------
@@ -191,4 +198,6 @@ def test_vector_masks_match_the_closures(seed: int) -> None:
         vector = lookups.masks(ids)
         assert vector.dtype == np.int64
         assert vector.tolist() == lookups.masks(ids, vector=False)
+        few = ids[:VECTOR_FROM - 1]  # a short hit: the generated loop against the closures
+        assert lookups.masks(few) == lookups.masks(few, vector=False) == vector[:len(few)].tolist()
         assert len(set(vector.tolist())) > 1

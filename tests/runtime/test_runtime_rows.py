@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rt_helpers import bare_store
 
-from morphcache.runtime import CacheManager
+from morphcache.runtime import CacheManager, sparse
 from morphcache.runtime.sparse import frozen
 
 READERS, PAGES = 3, 12
@@ -30,6 +30,7 @@ op = st.one_of(
     st.tuples(st.just("read"), st.sampled_from(NAMES), st.integers(0, READERS - 1),
               st.lists(st.integers(0, PAGES - 1), min_size=1, max_size=PAGES, unique=True)),
     st.tuples(st.just("again"), st.sampled_from(NAMES), st.integers(0, READERS - 1)),
+    st.tuples(st.just("peek"), st.sampled_from(NAMES), st.integers(0, READERS - 1), st.integers(0, PAGES - 1)),
     st.tuples(st.just("rewrite"), st.sampled_from(NAMES), st.integers(0, READERS - 1), st.integers(0, 3),
               st.booleans()),
 )
@@ -56,8 +57,18 @@ def _agree(store, model, init) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(op, max_size=40))
-def test_rows_in_both_forms_read_as_the_model(ops) -> None:
+@given(st.lists(op, max_size=40), st.sampled_from([sparse.SHORT_ROW, 0]))
+def test_rows_in_both_forms_read_as_the_model(ops, short: int) -> None:
+    """Rows in array form read by scalar reads as a dict made once (``short``: the default) or searched
+    in their arrays (0): the same values."""
+    kept, sparse.SHORT_ROW = sparse.SHORT_ROW, short
+    try:
+        _replay(ops)
+    finally:
+        sparse.SHORT_ROW = kept
+
+
+def _replay(ops) -> None:
     with CacheManager() as m:
         store = bare_store(m, PAGES, READERS)
         init = {name: int(store.init[name]) for name in NAMES}
@@ -94,6 +105,9 @@ def test_rows_in_both_forms_read_as_the_model(ops) -> None:
                     model = before
                 else:
                     store.commit()
+            elif o[0] == "peek":  # a scalar read between writes, as a single firing's guard reads
+                _, name, rid, pid = o
+                assert store.views[name][(rid, pid)] == model[name].get(rid, {}).get(pid, init[name])
             elif o[0] in ("read", "again"):  # a batch read, as a firing would (may find the array form)
                 name, rid = o[1], o[2]
                 pids = o[3] if o[0] == "read" else last.get((name, rid), [0])
