@@ -225,22 +225,30 @@ class Prefetcher:
     def _copy(self, pid: int, slot: int, source: str) -> None:
         """Worker: copy the payload into the reserved slot, then let the spec decide if it lands."""
         storage = self.storage
-        data = storage.host.get(pid) if source == "host" else (storage.disk.get(pid) if storage.disk else None)
-        if data is not None:
-            storage.data.write(slot, data)
+        failed = False
+        try:
+            data = storage.host.get(pid) if source == "host" else (storage.disk.get(pid) if storage.disk else None)
+            if data is not None:
+                storage.data.write(slot, data)
+        except Exception:  # noqa: BLE001 - a copy that cannot be read or written never strands its page
+            data, failed = None, True
         with self.lock:
             try:
-                self._land(pid, slot, source, data)
+                self._land(pid, slot, source, data, failed)
             finally:
                 self.busy.inflight.pop(pid, None)
                 self.collector.collect(pid)
 
-    def _land(self, pid: int, slot: int, source: str, data: bytes | None) -> None:
+    def _land(self, pid: int, slot: int, source: str, data: bytes | None, failed: bool = False) -> None:
+        """The spec decides whether the copy lands (``failed``: reading or writing it raised, so the
+        page goes to the recompute path, counted ``unreadable``)."""
         rec = self.pages.get(pid)
         pipe = self.pipe
         pipe.fire("copy_done", None, pid)
         reason = None
-        if data is None:
+        if failed:
+            reason = "unreadable"
+        elif data is None:
             reason = "missing"
         elif len(data) != self.page_bytes:
             reason = "truncated"

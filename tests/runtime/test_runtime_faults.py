@@ -296,6 +296,29 @@ def test_a_waited_recovery_copies_on_its_own_thread(make_manager: Callable[..., 
     m.check_integrity()
 
 
+@pytest.mark.parametrize("block", [True, False])
+def test_a_copy_that_cannot_be_written_goes_to_recompute(make_manager: Callable[..., CacheManager],
+                                                         block: bool) -> None:
+    """A copy whose write into its slot raises (the data plane failed) strands nothing: the page goes
+    to the recompute path, counted ``unreadable``, its slot given back, nothing left in flight."""
+    m = make_manager(gpu_pages=8, host_pages=8, prefetch_workers=2)
+    res = _offloaded_prompt(m)
+    used = m.metrics().extra["gpu_pages_used"]
+    fetched = res.plan.pages_on("prefetch")
+
+    def broken(slot: int, data: bytes) -> None:
+        raise OSError("device write failed")
+
+    m.parts.storage.data.write = broken  # type: ignore[method-assign]
+    m.recover(res.plan, block=block)
+    m.wait_prefetches()
+    assert not m.parts.busy.inflight and m.metrics().extra["gpu_pages_used"] == used
+    assert m.metrics().corrupt_pages == {"unreadable": len(fetched)}
+    live = set(m.page_ids())
+    assert all(pid not in live or m.page_state(pid)["tier"] == "dropped" for pid in fetched)
+    m.check_integrity()
+
+
 def test_a_waited_recovery_shares_many_copies_with_the_workers(make_manager: Callable[..., CacheManager]) -> None:
     """Past ``inline_copies`` copies a recovery that waits hands a share to each worker and copies one
     share itself, every ``shares``-th copy each in queue order."""
