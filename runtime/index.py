@@ -189,6 +189,24 @@ class SealedRows:
             del self._members[c]
         self.cls[pid] = self.pcls[pid] = UNSEALED
 
+    def forget_many(self, pids: list[int]) -> None:
+        """``forget`` for each of ``pids`` (distinct), the rows' classes reset at once."""
+        size = len(self.cls) - 1
+        ids = [pid for pid in pids if pid < size]
+        if not ids:
+            return
+        classes = self.cls[ids]
+        members, intern, key_of = self._members, self._intern, self._key_of
+        for c in classes[classes != UNSEALED].tolist():
+            left = members[c] - 1
+            if left:
+                members[c] = left
+            else:
+                del intern[key_of.pop(c)]
+                del members[c]
+        self.cls[ids] = UNSEALED
+        self.pcls[ids] = UNSEALED
+
     def same_chain(self, page: int, parent: int) -> bool:
         """Whether ``page``'s parent holds exactly the prefix sealed page ``parent`` holds (-1: root)."""
         return bool(self.pcls[page] == (ROOT_CLASS if parent < 0 else self.cls[parent]))

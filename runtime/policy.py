@@ -106,6 +106,11 @@ class EvictionPolicy:
     def on_remove(self, meta: PageMeta) -> None:
         """The page is forgotten (its id may be reused): drop every reference to it."""
 
+    def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
+        """``on_remove`` for each of many pages forgotten together, in order (override to do it in bulk)."""
+        for meta in metas:
+            self.on_remove(meta)
+
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
         """``on_access`` for each page of a lookup's hit or a lease's read (override to do it in bulk)."""
         for meta in metas:
@@ -371,6 +376,21 @@ class LRUPolicy(EvictionPolicy):
             del self.order[old][page]
         self.pooled.discard(page)
         self.order["pool"].pop(page, None)
+
+    def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
+        pages = [meta.page for meta in metas]
+        if not pages:
+            return
+        self._ensure(max(pages))
+        self.code[pages] = 0
+        self.in_pool[pages] = False
+        placed, order, pool = self.placed, self.order, self.order["pool"]
+        for page in pages:
+            old = placed.pop(page, None)
+            if old is not None:
+                del order[old][page]
+            pool.pop(page, None)
+        self.pooled.difference_update(pages)
 
     def propose(self, decision: str) -> Iterator[int]:
         self._flush(decision == "pool")
