@@ -155,38 +155,44 @@ class Collector:
 
     def forgotten_many(self, recs: list[PageRecord]) -> None:
         """``forgotten`` for pages ``forget`` fired on in this order, whose records and ids are already
-        dropped (``_walk``): the payloads freed and the disk records cleared together, the index entries
-        removed page by page in order (each page still to come counted as live by a duplicate search,
-        as it is one at a time), the sealed rows and the policy's entries dropped together."""
+        dropped (``_walk``): the payloads freed and the disk records cleared together; the index entries
+        looked at page by page in order (each page still to come counted as live by a duplicate search,
+        as it is one at a time; the entries removed at once up to each takeover by a duplicate); the
+        continuations, sealed rows and the policy's entries dropped together."""
         self.storage.release_many(recs)
-        index, by_hash = self.index, self.index.by_hash
+        index, by_hash, kids, find = self.index, self.index.by_hash, self.index.kids, self.pages.find
         later = {rec.pid: rec for rec in recs}
-        for rec in recs:
-            del later[rec.pid]
-            pid, h = rec.pid, rec.hash
-            if h is not None and by_hash.get(h) == pid:
-                self._unindex(rec, later)
-            index.remove_child(rec.parent_hash, pid)
-            index.kids.unsealed(pid)
-        index.sealed.forget_many([rec.pid for rec in recs])
-        self.seam.removed_many(recs)
-
-    def unindex(self, rec: PageRecord) -> None:
-        """Remove the index entry of ``rec``; a sealed duplicate with the same hash takes over."""
-        self._unindex(rec, {})
-
-    def _unindex(self, rec: PageRecord, later: dict[int, PageRecord]) -> None:
-        """``unindex``, the records of ``later`` (forgotten, not yet cleaned up) counted as live."""
-        h = rec.hash
-        if h is None or self.index.by_hash.get(h) != rec.pid:
-            return
-        self.index.remove_sealed(h, rec.pid)
-        find = self.pages.find
 
         def hash_of(pid: int) -> int | None:
             got = find(pid) or later.get(pid)
             return None if got is None else got.hash
 
-        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid, hash_of)
+        dropped: list[tuple[int, int]] = []
+        for rec in recs:
+            pid, h = rec.pid, rec.hash
+            del later[pid]
+            if h is None or by_hash.get(h) != pid:
+                continue
+            dropped.append((h, pid))
+            other = kids.duplicate(h, rec.parent_hash, pid, hash_of)
+            if other is not None:
+                index.remove_sealed_many(dropped)
+                dropped = []
+                index.add_sealed(h, other)
+        index.remove_sealed_many(dropped)
+        index.forget_many([(rec.parent_hash, rec.pid) for rec in recs])
+        self.seam.removed_many(recs)
+
+    def unindex(self, rec: PageRecord) -> None:
+        """Remove the index entry of ``rec``; a sealed duplicate with the same hash takes over."""
+        h = rec.hash
+        if h is None or self.index.by_hash.get(h) != rec.pid:
+            return
+        self.index.remove_sealed(h, rec.pid)
+        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid, self._hash_of)
         if other is not None:
             self.index.add_sealed(h, other)
+
+    def _hash_of(self, pid: int) -> int | None:
+        rec = self.pages.find(pid)
+        return None if rec is None else rec.hash

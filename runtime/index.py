@@ -292,6 +292,12 @@ class PrefixIndex:
         self.sealed.forget(pid)
         self.kids.unsealed(pid)
 
+    def forget_many(self, pairs: list[tuple[int, int]]) -> None:
+        """Pages forgotten: ``remove_child(parent_hash, pid)`` then ``forget(pid)`` for each of ``pairs``
+        (parent hash, page), in order, their rows dropped at once."""
+        self.kids.forget_many(pairs)
+        self.sealed.forget_many([pid for _, pid in pairs])
+
     def add_sealed(self, h: int, pid: int) -> bool:
         """Index a sealed page under its chain hash; False if another page already has that hash (the
         page is then a duplicate ``kids.duplicate`` may find)."""
@@ -307,6 +313,15 @@ class PrefixIndex:
         if self.by_hash.get(h) == pid:
             del self.by_hash[h]
             self.table.remove(h)
+
+    def remove_sealed_many(self, entries: list[tuple[int, int]]) -> None:
+        """``remove_sealed(h, pid)`` for each of ``entries``, in order, the key table's entries removed at once."""
+        by_hash, gone = self.by_hash, []
+        for h, pid in entries:
+            if by_hash.get(h) == pid:
+                del by_hash[h]
+                gone.append(h)
+        self.table.remove_many(gone)
 
     def _keys(self, tokens: array[int], pages: int) -> tuple[np.ndarray, np.ndarray]:
         """The request's first ``pages`` whole pages as rows, and their chain keys."""
