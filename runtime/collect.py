@@ -134,17 +134,11 @@ class Collector:
                 self.forgotten_many(gone)
 
     def collect_many(self, pids: np.ndarray) -> None:
-        """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds; the
-        forgotten pages cleaned up together at the end (``forgotten_many``) unless ``batched`` is off."""
+        """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds."""
         store = self.store
         free = (store.vecs[PIN][pids] == 0) & (store.vecs[POOL][pids] != self._pooled)
-        gone: list[PageRecord] | None = [] if self.batched else None
-        try:
-            for pid in pids[free].tolist():
-                self._walk(pid, (), gone)
-        finally:
-            if gone:
-                self.forgotten_many(gone)
+        for pid in pids[free].tolist():
+            self.collect(pid)
 
     def forgotten(self, pid: int) -> int:
         """Clean up after ``forget`` fired on ``pid``: payload, index entries, record, id; returns its
