@@ -191,10 +191,12 @@ class SealedRows:
 
     def forget_many(self, pids: list[int]) -> None:
         """``forget`` for each of ``pids`` (distinct), the rows' classes reset at once."""
+        if len(pids) < 8:  # a few: scalar updates cost less than numpy's fixed cost
+            for pid in pids:
+                self.forget(pid)
+            return
         size = len(self.cls) - 1
         ids = [pid for pid in pids if pid < size]
-        if not ids:
-            return
         classes = self.cls[ids]
         members, intern, key_of = self._members, self._intern, self._key_of
         for c in classes[classes != UNSEALED].tolist():

@@ -378,9 +378,11 @@ class LRUPolicy(EvictionPolicy):
         self.order["pool"].pop(page, None)
 
     def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
-        pages = [meta.page for meta in metas]
-        if not pages:
+        if len(metas) < 8:  # a few: scalar updates cost less than numpy's fixed cost
+            for meta in metas:
+                self.on_remove(meta)
             return
+        pages = [meta.page for meta in metas]
         self._ensure(max(pages))
         self.code[pages] = 0
         self.in_pool[pages] = False
