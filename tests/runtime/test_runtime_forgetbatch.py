@@ -21,6 +21,7 @@ from test_runtime_roombatch import long_writes
 
 from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime import disktier as disktier_module
+from morphcache.runtime.disktier import DiskTier
 from morphcache.testing.diskdamage import records
 
 
@@ -123,14 +124,43 @@ def test_cleanup_together_is_cleanup_page_by_page(tmp_path: Path, monkeypatch: p
         m.close()
 
 
-def test_batched_cleanup_conforms() -> None:
+def test_runs_of_adjacent_records_cleared_by_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = DiskTier(tmp_path / "disk", 16, 40)
+    for pid in range(10):
+        disk.put(pid, bytes([pid + 1]) * 40, pid)
+    assert disk.pages == {pid: pid for pid in range(10)}
+    failed = failing_clears(monkeypatch, {6}, disk.stride)
+    faulty = disktier_module.os.pwrite
+    writes: list[tuple[int, int]] = []
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        writes.append((offset // disk.stride, len(data)))
+        return faulty(fd, data, offset)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(disktier_module.os, "pwrite", pwrite)
+    disk.remove_many([5, 2, 3, 6, 4, 9, 11])  # slots 2..6 a run (6 fails), 9 alone; 11 is not on disk
+    stride = disk.stride
+    assert writes == [(2, 4 * stride + 8), (2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (9, 8)]
+    assert failed == [6, 6]
+    assert disk.leftovers == {6: 6} and sorted(disk.free_slots) == [2, 3, 4, 5, 9]
+    assert records(disk) == {0: 0, 1: 1, 6: 6, 7: 7, 8: 8}
+    assert disk.get(7) == bytes([8]) * 40  # the neighbours' records whole
+    monkeypatch.undo()
+    assert disk.sweep() == 0 and records(disk) == {0: 0, 1: 1, 7: 7, 8: 8}
+    disk.close()
+
+
+def test_batched_cleanup_conforms(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = {**INSTANCE, "gpu_pages": 24, "disk_pages": 0, "pool_capacity": 6}
     m = CacheManager(config=RuntimeConfig(**opts, record=True))
+    cleaned: list[int] = []
+    real = m.parts.collector.forgotten_many
+    monkeypatch.setattr(m.parts.collector, "forgotten_many", lambda recs: (cleaned.append(len(recs)), real(recs)))
     m.register("a", toks(0, 12))
     m.free("a")
     m.register("b", toks(100, 12))  # each page evicts one of the pool, forgotten with the others
     steps = m.steps()
-    assert sum(s.event == "forget" for s in steps) >= 4
+    assert sum(s.event == "forget" for s in steps) >= 4 and sum(cleaned) >= 4, "no batch of forgotten pages"
     assert check_all(m, steps) == []
     m.check_integrity()
     m.close()
