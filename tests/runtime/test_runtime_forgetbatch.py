@@ -124,6 +124,40 @@ def test_cleanup_together_is_cleanup_page_by_page(tmp_path: Path, monkeypatch: p
         m.close()
 
 
+def test_an_indexed_page_and_its_duplicate_forgotten_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages written twice (``a`` and ``b`` end in the same tokens), all evicted in one batch: each
+    indexed page's duplicate, forgotten later in the batch, takes over its hash for a while, as one at
+    a time."""
+    done = counting(monkeypatch)
+    ms, twin = twins(tmp_path, gpu_pages=40, host_pages=8, disk_pages=64, pool_capacity=12)
+    ms[1].parts.collector.batched = False
+    m = ms[0]
+    kids, records = m.parts.index.kids, m.parts.pages.records
+    real = kids.duplicate
+    pending: list[int] = []  # takeovers by a page already forgotten, not yet cleaned up
+
+    def duplicate(*args: Any) -> int | None:
+        other = real(*args)
+        if other is not None and other not in records:
+            pending.append(other)
+        return other
+
+    monkeypatch.setattr(kids, "duplicate", duplicate)
+    head, tail = toks(1000, 8), toks(5000, 16)
+    twin.do(lambda m, _: m.register("a", head + tail))
+    twin.do(lambda m, _: m.register("b", head))
+    twin.do(lambda m, _: m.append("b", tail))
+    for sid in ("a", "b"):
+        twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+        same(ms)
+    twin.do(lambda m, _: m.register("c", toks(9000, 48)))  # 12 pages: the whole pool evicted at once
+    same(ms)
+    assert done == [12] and pending, "no duplicate took over while forgotten"
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
 def test_runs_of_adjacent_records_cleared_by_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     disk = DiskTier(tmp_path / "disk", 16, 40)
     for pid in range(10):
