@@ -189,7 +189,12 @@ def test_batched_cleanup_conforms(monkeypatch: pytest.MonkeyPatch) -> None:
     m = CacheManager(config=RuntimeConfig(**opts, record=True))
     cleaned: list[int] = []
     real = m.parts.collector.forgotten_many
-    monkeypatch.setattr(m.parts.collector, "forgotten_many", lambda recs: (cleaned.append(len(recs)), real(recs)))
+
+    def forgotten_many(recs: list[Any]) -> None:
+        cleaned.append(len(recs))
+        real(recs)
+
+    monkeypatch.setattr(m.parts.collector, "forgotten_many", forgotten_many)
     m.register("a", toks(0, 12))
     m.free("a")
     m.register("b", toks(100, 12))  # each page evicts one of the pool, forgotten with the others
