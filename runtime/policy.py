@@ -106,11 +106,6 @@ class EvictionPolicy:
     def on_remove(self, meta: PageMeta) -> None:
         """The page is forgotten (its id may be reused): drop every reference to it."""
 
-    def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
-        """``on_remove`` for each of many pages forgotten together, in order (override to do it in bulk)."""
-        for meta in metas:
-            self.on_remove(meta)
-
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
         """``on_access`` for each page of a lookup's hit or a lease's read (override to do it in bulk)."""
         for meta in metas:
@@ -126,6 +121,11 @@ class EvictionPolicy:
         sequence freed); ``crossed`` are those that became held or stopped being held (holders went
         from 0 to 1 or from 1 to 0).  ``on_update_many(metas)`` unless overridden."""
         self.on_update_many(metas)
+
+    def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
+        """``on_remove`` for each of many pages forgotten together, in order (override to do it in bulk)."""
+        for meta in metas:
+            self.on_remove(meta)
 
     def on_refused(self, decision: str, page: int, reason: str) -> None:
         """A proposal of this policy was refused (``reason``: the spec's refusal or "not in tier")."""
