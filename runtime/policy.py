@@ -377,6 +377,13 @@ class LRUPolicy(EvictionPolicy):
         self.pooled.discard(page)
         self.order["pool"].pop(page, None)
 
+    def propose(self, decision: str) -> Iterator[int]:
+        self._flush(decision == "pool")
+        names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
+        seen: set[int] = set()
+        for name in names:
+            yield from _fresh(self.order[name], seen)
+
     def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
         if len(metas) < 8:  # a few: scalar updates cost less than numpy's fixed cost
             for meta in metas:
@@ -393,13 +400,6 @@ class LRUPolicy(EvictionPolicy):
                 del order[old][page]
             pool.pop(page, None)
         self.pooled.difference_update(pages)
-
-    def propose(self, decision: str) -> Iterator[int]:
-        self._flush(decision == "pool")
-        names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
-        seen: set[int] = set()
-        for name in names:
-            yield from _fresh(self.order[name], seen)
 
 
 QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  # LRU's tier queues by code
