@@ -75,6 +75,7 @@ class Collector:
         self.storage = storage
         self.seam = seam
         self._pooled = pipe.cspec.codes[POOL]["pooled"]
+        self.batched = True  # clean up after a batch of forgotten pages together (``collect_in_turn``)
 
     def holds(self, pid: int) -> bool:
         """Whether anything keeps page ``pid`` (see the module doc)."""
@@ -88,6 +89,12 @@ class Collector:
 
     def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
+        self._walk(pid, keep, None)
+
+    def _walk(self, pid: int, keep: Container[int], gone: list[PageRecord] | None) -> None:
+        """``collect``; with ``gone``, each page's record and id are dropped as it is forgotten (what the
+        next ``_held`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
+        left to ``forgotten_many``."""
         records = self.pages.records
         while pid >= 0 and pid not in keep:
             rec = records.get(pid)
@@ -101,18 +108,30 @@ class Collector:
                 self.pipe.fire("forget", None, pid)
             except GuardRefused:
                 return  # e.g. a copy in flight the spec still sees (offloading, prefetching)
-            pid = self.forgotten(pid)
+            if gone is None:
+                pid = self.forgotten(pid)
+                continue
+            rec = self.pages.remove(pid)
+            self.store.free_page(pid)
+            gone.append(rec)
+            pid = rec.parent
 
     def collect_in_turn(self, pids: list[int], keeps: list[int]) -> None:
         """``collect(pids[i], keep={keeps[i], *pids[i + 1:]})`` for each i in order (a pool's victims
         evicted in one go, each kept from the collections before its own, ``keeps`` the pages admitted
-        for them, none of them among ``pids``)."""
+        for them, none of them among ``pids``); the forgotten pages cleaned up together at the end
+        (``forgotten_many``) unless ``batched`` is off."""
         later = set(pids)
-        for pid, keep in zip(pids, keeps, strict=True):
-            later.discard(pid)
-            later.add(keep)
-            self.collect(pid, keep=later)
-            later.discard(keep)
+        gone: list[PageRecord] | None = [] if self.batched else None
+        try:
+            for pid, keep in zip(pids, keeps, strict=True):
+                later.discard(pid)
+                later.add(keep)
+                self._walk(pid, later, gone)
+                later.discard(keep)
+        finally:
+            if gone:
+                self.forgotten_many(gone)
 
     def collect_many(self, pids: np.ndarray) -> None:
         """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds."""
@@ -133,6 +152,36 @@ class Collector:
         self.store.free_page(pid)
         self.seam.removed(rec)
         return rec.parent
+
+    def forgotten_many(self, recs: list[PageRecord]) -> None:
+        """``forgotten`` for pages ``forget`` fired on in this order, whose records and ids are already
+        dropped (``_walk``): the payloads freed and the disk records cleared together; the index entries
+        looked at page by page in order (each page still to come counted as live by a duplicate search,
+        as it is one at a time; the entries removed at once up to each takeover by a duplicate); the
+        continuations, sealed rows and the policy's entries dropped together."""
+        self.storage.release_many(recs)
+        index, by_hash, kids, find = self.index, self.index.by_hash, self.index.kids, self.pages.find
+        later = {rec.pid: rec for rec in recs}
+
+        def hash_of(pid: int) -> int | None:
+            got = find(pid) or later.get(pid)
+            return None if got is None else got.hash
+
+        dropped: list[tuple[int, int]] = []
+        for rec in recs:
+            pid, h = rec.pid, rec.hash
+            del later[pid]
+            if h is None or by_hash.get(h) != pid:
+                continue
+            dropped.append((h, pid))
+            other = kids.duplicate(h, rec.parent_hash, pid, hash_of)
+            if other is not None:
+                index.remove_sealed_many(dropped)
+                dropped = []
+                index.add_sealed(h, other)
+        index.remove_sealed_many(dropped)
+        index.forget_many([(rec.parent_hash, rec.pid) for rec in recs])
+        self.seam.removed_many(recs)
 
     def unindex(self, rec: PageRecord) -> None:
         """Remove the index entry of ``rec``; a sealed duplicate with the same hash takes over."""

@@ -73,6 +73,19 @@ class Continuations:
             self._unfile(parent_hash, pid)
             del self.info[pid], self.tokens[pid]
 
+    def forget_many(self, pairs: list[tuple[int, int]]) -> None:
+        """Pages forgotten: ``remove(parent_hash, pid)`` then ``unsealed(pid)`` for each of ``pairs``
+        (parent hash, page), in order."""
+        info, tokens, hash_of, sealed = self.info, self.tokens, self._hash_of, self._sealed
+        for parent_hash, pid in pairs:
+            old = info.get(pid)
+            if old is not None and old[0] == parent_hash:
+                self._unfile(parent_hash, pid)
+                del info[pid], tokens[pid]
+            h = hash_of.pop(pid, None)
+            if h is not None:
+                _take(sealed, h, pid)
+
     def _file(self, parent_hash: int, pid: int, first: int) -> None:
         _put(self._first, (parent_hash, first), pid)
 

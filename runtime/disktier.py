@@ -38,6 +38,7 @@ MAGIC = b"MCSLAB01"
 HEADER = struct.Struct("<8sQQQ")  # magic | page id | payload length | checksum
 SLAB = "pages.slab"
 _CLEAR = bytes(len(MAGIC))  # written over a record's magic: the slot holds no page
+RUN_BYTES = 1 << 20  # the most one write clearing a run of adjacent records covers
 
 
 class DiskTier:
@@ -162,6 +163,42 @@ class DiskTier:
         if the record could not be cleared (its slot is then a leftover, retried by ``sweep``)."""
         slot = self.pages.pop(pid, None)
         return True if slot is None else self._clear(slot, pid)
+
+    def remove_many(self, pids: list[int]) -> None:
+        """``remove`` for each of ``pids`` in order, the records of adjacent slots cleared by one write
+        (from the first one's magic to the last one's: the stale payloads between them zeroed too)::
+
+            slots 4 5 6 9   ->   one write over 4..6's magics, one over 9's
+
+        A run whose write fails is cleared again slot by slot, so exactly the slots whose own clearing
+        fails become leftovers; the slots are freed (or kept as leftovers) in the order of ``pids``."""
+        pop = self.pages.pop
+        gone = [(slot, pid) for pid in pids if (slot := pop(pid, None)) is not None]
+        if not gone:
+            return
+        stride, failed = self.stride, set()
+        longest = max(1, RUN_BYTES // stride)
+        ordered = sorted(slot for slot, _ in gone)
+        start = 0
+        for i in range(1, len(ordered) + 1):
+            if i < len(ordered) and ordered[i] == ordered[i - 1] + 1 and i - start < longest:
+                continue
+            first, n = ordered[start], i - start
+            try:
+                self.pwrite(bytes((n - 1) * stride + len(_CLEAR)) if n > 1 else _CLEAR, first * stride)
+            except OSError:
+                for slot in ordered[start:i]:
+                    try:
+                        self.pwrite(_CLEAR, slot * stride)
+                    except OSError:
+                        failed.add(slot)
+            start = i
+        free, leftovers = self.free_slots, self.leftovers
+        for slot, pid in gone:
+            if slot in failed:
+                leftovers[slot] = pid
+            else:
+                heapq.heappush(free, slot)
 
     def _clear(self, slot: int, pid: int) -> bool:
         """Clear the record in ``slot`` (written for ``pid``) and free the slot; a leftover if that fails."""

@@ -194,6 +194,26 @@ class SealedRows:
             del self._members[c]
         self.cls[pid] = self.pcls[pid] = UNSEALED
 
+    def forget_many(self, pids: list[int]) -> None:
+        """``forget`` for each of ``pids`` (distinct), the rows' classes reset at once."""
+        if len(pids) < 8:  # a few: scalar updates cost less than numpy's fixed cost
+            for pid in pids:
+                self.forget(pid)
+            return
+        size = len(self.cls) - 1
+        ids = [pid for pid in pids if pid < size]
+        classes = self.cls[ids]
+        members, intern, key_of = self._members, self._intern, self._key_of
+        for c in classes[classes != UNSEALED].tolist():
+            left = members[c] - 1
+            if left:
+                members[c] = left
+            else:
+                del intern[key_of.pop(c)]
+                del members[c]
+        self.cls[ids] = UNSEALED
+        self.pcls[ids] = UNSEALED
+
     def same_chain(self, page: int, parent: int) -> bool:
         """Whether ``page``'s parent holds exactly the prefix sealed page ``parent`` holds (-1: root)."""
         return bool(self.pcls[page] == (ROOT_CLASS if parent < 0 else self.cls[parent]))
@@ -279,6 +299,12 @@ class PrefixIndex:
         self.sealed.forget(pid)
         self.kids.unsealed(pid)
 
+    def forget_many(self, pairs: list[tuple[int, int]]) -> None:
+        """Pages forgotten: ``remove_child(parent_hash, pid)`` then ``forget(pid)`` for each of ``pairs``
+        (parent hash, page), in order, their rows dropped at once."""
+        self.kids.forget_many(pairs)
+        self.sealed.forget_many([pid for _, pid in pairs])
+
     def add_sealed(self, h: int, pid: int) -> bool:
         """Index a sealed page under its chain hash; False if another page already has that hash (the
         page is then a duplicate ``kids.duplicate`` may find)."""
@@ -294,6 +320,15 @@ class PrefixIndex:
         if self.by_hash.get(h) == pid:
             del self.by_hash[h]
             self.table.remove(h)
+
+    def remove_sealed_many(self, entries: list[tuple[int, int]]) -> None:
+        """``remove_sealed(h, pid)`` for each of ``entries``, in order, the key table's entries removed at once."""
+        by_hash, gone = self.by_hash, []
+        for h, pid in entries:
+            if by_hash.get(h) == pid:
+                del by_hash[h]
+                gone.append(h)
+        self.table.remove_many(gone)
 
     def _keys(self, tokens: array[int], pages: int) -> tuple[np.ndarray, np.ndarray]:
         """The request's first ``pages`` whole pages as rows, and their chain keys."""

@@ -93,6 +93,22 @@ class KeyTable:
                 self.live -= 1
                 return
 
+    def remove_many(self, keys: list[int]) -> None:
+        """``remove`` for each of ``keys`` (distinct; nothing for one absent), the slots emptied at once."""
+        if len(keys) < 4:
+            for key in keys:
+                self.remove(key)
+            return
+        ks = np.array(keys, dtype=np.uint64)
+        hi, lo = ks >> self.shift, (ks * self.um) >> self.shift
+        keys_at, pages = self.keys, self.pages
+        at_hi = (keys_at[hi] == ks) & (pages[hi] >= 0)
+        at_lo = ~at_hi & (keys_at[lo] == ks) & (pages[lo] >= 0)
+        pos = np.concatenate([hi[at_hi], lo[at_lo]])
+        keys_at[pos] = (pos ^ np.uint64(1)) << self.shift  # _vacant
+        pages[pos] = EMPTY
+        self.live -= len(pos)
+
     def _rebuild(self, bits: int, extra: list[tuple[int, int]]) -> None:
         """Re-enter the live entries and ``extra`` into a table of ``2**bits`` slots (more if they do not
         settle)."""

@@ -129,6 +129,11 @@ class EvictionPolicy:
         from 0 to 1 or from 1 to 0).  ``on_update_many(metas)`` unless overridden."""
         self.on_update_many(metas)
 
+    def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
+        """``on_remove`` for each of many pages forgotten together, in order (override to do it in bulk)."""
+        for meta in metas:
+            self.on_remove(meta)
+
     def on_refused(self, decision: str, page: int, reason: str) -> None:
         """A proposal of this policy was refused (``reason``: the spec's refusal or "not in tier")."""
 
@@ -427,6 +432,23 @@ class LRUPolicy(EvictionPolicy):
         seen: set[int] = set()
         for name in names:
             yield from _fresh(self.order[name], seen)
+
+    def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
+        if len(metas) < 8:  # a few: scalar updates cost less than numpy's fixed cost
+            for meta in metas:
+                self.on_remove(meta)
+            return
+        pages = [meta.page for meta in metas]
+        self._ensure(max(pages))
+        self.code[pages] = 0
+        self.in_pool[pages] = False
+        placed, order, pool = self.placed, self.order, self.order["pool"]
+        for page in pages:
+            old = placed.pop(page, None)
+            if old is not None:
+                del order[old][page]
+            pool.pop(page, None)
+        self.pooled.difference_update(pages)
 
 
 QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  # LRU's tier queues by code

@@ -129,6 +129,10 @@ class PolicySeam:
         """The page is forgotten."""
         self.policy.on_remove(rec.meta)
 
+    def removed_many(self, recs: Sequence[PageRecord]) -> None:
+        """Pages are forgotten (``removed`` for each, in order)."""
+        self.policy.on_remove_many([rec.meta for rec in recs])
+
     # -- decisions --------------------------------------------------------------------------------
     def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
                     k: int) -> list[int] | None:

@@ -143,6 +143,16 @@ class Storage:
         if self.disk is not None and rec.pid in self.disk:
             self.disk.remove(rec.pid)
 
+    def release_many(self, recs: list[PageRecord]) -> None:
+        """``release`` for each of ``recs`` in order, the disk records cleared together
+        (``DiskTier.remove_many``)."""
+        host, disk = self.host, self.disk
+        for rec in recs:
+            self.free_slot(rec)
+            host.remove(rec.pid)
+        if disk is not None:
+            disk.remove_many([rec.pid for rec in recs])
+
     def where(self, pid: int, slot: int) -> list[str]:
         """The stores holding a payload of ``pid`` (GPU when ``slot`` >= 0)."""
         out = ["gpu"] if slot >= 0 else []
