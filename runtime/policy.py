@@ -90,6 +90,7 @@ class EvictionPolicy:
 
     name = "policy"
     pure_proposals = False  # ``propose`` changes nothing a later proposal or notification depends on
+    merges_writes = False  # ``on_written`` takes a write's notices with every ``meta`` as it is after them
 
     def on_insert(self, meta: PageMeta) -> None:
         """A page now exists (opened on the GPU, or its metadata was registered)."""
@@ -133,6 +134,18 @@ class EvictionPolicy:
         """``on_remove`` for each of many pages forgotten together, in order (override to do it in bulk)."""
         for meta in metas:
             self.on_remove(meta)
+
+    def on_written(self, fresh: Sequence[PageMeta], crossed: Sequence[PageMeta], pages: Sequence[PageMeta],
+                   now: int) -> None:
+        """A write's notices in one call, for a policy that sets ``merges_writes``: its ``fresh`` pages
+        inserted, then held (``crossed``: those that became held, as ``on_holders_many`` takes them),
+        then every page it wrote (``pages``, the fresh ones among them) accessed at ``now``; every
+        ``meta`` already as it is after all three.  Unless overridden: the three notices in turn."""
+        for meta in fresh:
+            self.on_insert(meta)
+        if fresh:
+            self.on_holders_many(fresh, crossed)
+        self.on_access_many(pages, now)
 
     def on_refused(self, decision: str, page: int, reason: str) -> None:
         """A proposal of this policy was refused (``reason``: the spec's refusal or "not in tier")."""
@@ -191,6 +204,10 @@ class LRUPolicy(EvictionPolicy):
         self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
         self.pool_touched: list[Any] = []
         self.held = [0, 0]  # entries in the two lists above (tier, pool), compacted when they outgrow the pages
+        # ``on_written`` (a fresh page filed once: its access supersedes its insert and hold), unless a
+        # subclass overrides one of the notices it stands for
+        self.merges_writes = all(getattr(type(self), name) is getattr(LRUPolicy, name) for name in
+                                 ("on_insert", "on_holders_many", "on_access", "on_access_many", "on_written"))
 
     @staticmethod
     def _queue(meta: PageMeta) -> str | None:
@@ -352,6 +369,30 @@ class LRUPolicy(EvictionPolicy):
         self._touch_many(idx[self.code[idx] != 0], False)
         if self.pooled:
             self._touch_many(idx[self.in_pool[idx]], True)
+
+    def on_written(self, fresh: Sequence[PageMeta], crossed: Sequence[PageMeta], pages: Sequence[PageMeta],
+                   now: int) -> None:
+        # each fresh page's queue written as insert-then-hold leaves it; its touches are those of the
+        # access that follows (a later touch of the same page supersedes an earlier one), except for a
+        # page in no queue, which the access skips: its insert's touch kept, ahead of the accesses.
+        # A fresh page in the pool, one not crossed or not accessed: the three notices in turn.
+        pooled = self.pooled
+        if len(crossed) != len(fresh) or any(meta.pooled or meta.page in pooled for meta in fresh) or \
+                not {meta.page for meta in fresh} <= {meta.page for meta in pages}:
+            EvictionPolicy.on_written(self, fresh, crossed, pages, now)
+            return
+        code = self.code
+        for meta in fresh:
+            page = meta.page
+            if page >= len(code):
+                self._ensure(page)
+                code = self.code
+            tier = meta.tier
+            new = CODES["gpu_hot"] if tier == "gpu" else CODES_OF.get(tier, 0)
+            code[page] = new
+            if not new:
+                self._touch_one(page, False)
+        self.on_access_many(pages, now)
 
     def on_update(self, meta: PageMeta) -> None:
         self.on_update_many((meta,))

@@ -52,6 +52,47 @@ class PolicySeam:
         rec.meta.created = rec.meta.last_use = self.now
         self.policy.on_insert(rec.meta)
 
+    def writing(self, fresh: Sequence[PageRecord]) -> None:
+        """A write committed, before its records take their tokens: ``inserted`` for each of ``fresh``
+        (the pages it opened), ``holders`` of them +1, a tick; ``written`` follows.  For a policy that
+        ``merges_writes``, nothing yet: ``written`` does it all and tells the policy once."""
+        if not self.policy.merges_writes:
+            for rec in fresh:
+                self.inserted(rec)
+            self.holders([rec.pid for rec in fresh], 1)
+            self.tick()
+
+    def written(self, fresh: Sequence[PageRecord], pids: list[int]) -> None:
+        """The write's records took their tokens: ``accessed(pids)`` (every page it wrote, distinct, the
+        fresh ones among them).  For a policy that ``merges_writes``, what ``writing`` left too: the
+        fresh pages' metadata written as those notices do, then the policy told once (``on_written``)."""
+        if not self.policy.merges_writes:
+            self.accessed(pids)
+            return
+        now, cols = self.now, self.pages.cols
+        holders, last_use, uses = cols.holders, cols.last_use, cols.uses
+        metas = [rec.meta for rec in fresh]
+        for meta in metas:
+            meta.created = meta.last_use = now
+        crossed = []
+        for rec, meta in zip(fresh, metas, strict=True):
+            pid = rec.pid
+            holders[pid] += 1
+            if holders[pid] == 1:
+                crossed.append(meta)
+        self.now = now = now + 1
+        if len(pids) <= 8:
+            for pid in pids:
+                last_use[pid] = now
+                uses[pid] += 1
+            accessed = self.pages.metas_of(pids)
+        else:
+            idx = np.array(pids, dtype=np.int64)
+            last_use[idx] = now
+            uses[idx] += 1
+            accessed = self.pages.metas_of(pids, idx)
+        self.policy.on_written(metas, crossed, accessed, now)
+
     def accessed(self, pids: Sequence[int] | np.ndarray, listed: list[int] | None = None) -> None:
         """Pages were hit by a lookup, read or written at the current tick (distinct ids; a list or an
         int64 array, ``listed`` the same as a list when the caller has one)."""

@@ -48,10 +48,7 @@ class WrittenPages:
         (``sealed_many``)."""
         seam, c = self.seam, self.C
         fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
-        for rec in fresh:
-            seam.inserted(rec)
-        seam.holders(list(map(_PID, fresh)), 1)
-        seam.tick()
+        seam.writing(fresh)
         self.write_data(pending)
         sealed: list[PageRecord] = []
         rows: list[Any] | None = []  # the sealed pages' tokens, while every one is a uint64 array
@@ -72,7 +69,7 @@ class WrittenPages:
                         rows.append(array("Q", rec.token_ids))
                     else:
                         rows = None
-        seam.accessed(list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
+        seam.written(fresh, list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
         if sealed:
             self.sealed_many(sealed, None if rows is None else
                              np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), c))

@@ -241,3 +241,61 @@ def test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed: int) ->
     for decision in ("gpu", "host", "disk", "pool"):
         assert list(bulk.propose(decision)) == list(single.propose(decision))
     assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lru_write_notices_in_one_call_give_the_order_of_three(seed: int) -> None:
+    """``on_written`` (a write's fresh pages inserted and held, then every page it wrote accessed, in one
+    call with the metadata already final) leaves LRU's queues and proposals exactly as the three
+    notices told in turn, with the metadata as each saw it, do; pooled pages, pages in no queue and
+    stale pages mixed in."""
+    import random
+
+    rng = random.Random(seed)
+    merged, three = LRUPolicy(), LRUPolicy()
+    assert merged.merges_writes and not Recording().merges_writes
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(900):
+        op = rng.random()
+        if op < 0.35:
+            fresh = [p for p in rng.sample(range(500), rng.choice([1, 3, 12])) if p not in metas]
+            old = rng.sample(sorted(metas), min(len(metas), rng.choice([0, 1, 2])))
+            tier = rng.choice(["gpu", "gpu", "gpu", "host", "dropped"])
+            pairs = [(PageMeta(p, 0, tier=tier), PageMeta(p, 0, tier=tier)) for p in fresh]
+            for pair in pairs:
+                for meta in pair:
+                    meta.pooled = rng.random() < 0.05 if meta is pair[0] else pair[0].pooled
+            for a, b in pairs:
+                three.on_insert(b)
+                b.holders = a.holders = 1
+            if pairs:
+                three.on_holders_many([b for _, b in pairs], [b for _, b in pairs])
+            written = [a for a, _ in pairs] + [metas[p][0] for p in old]
+            rng.shuffle(written)
+            three.on_access_many([metas[m.page][1] if m.page in metas else dict(pairs)[m] for m in written], step)
+            merged.on_written([a for a, _ in pairs], [a for a, _ in pairs], written, step)
+            metas.update((a.page, (a, b)) for a, b in pairs)
+        elif op < 0.55 and metas:
+            pid = rng.choice(sorted(metas))
+            tier = rng.choice(["gpu", "host", "disk", "dropped"])
+            for meta, pol in zip(metas[pid], (merged, three), strict=True):
+                if meta.tier != tier:
+                    old_tier, meta.tier = meta.tier, tier
+                    pol.on_move(meta, old_tier)
+        elif op < 0.7 and metas:
+            pid = rng.choice(sorted(metas))
+            pooled, holders = rng.random() < 0.5, rng.randrange(2)
+            for meta, pol in zip(metas[pid], (merged, three), strict=True):
+                meta.pooled, meta.holders = pooled, holders
+                pol.on_update(meta)
+        elif op < 0.8 and metas:
+            pid = rng.choice(sorted(metas))
+            for meta, pol in zip(metas.pop(pid), (merged, three), strict=True):
+                pol.on_remove(meta)
+        else:
+            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            assert list(merged.propose(decision)) == list(three.propose(decision)), (step, decision)
+    for decision in ("gpu", "host", "disk", "pool"):
+        assert list(merged.propose(decision)) == list(three.propose(decision))
+    assert {k: list(q) for k, q in merged.order.items()} == {k: list(q) for k, q in three.order.items()}
+    assert merged.placed == three.placed and merged.pooled == three.pooled
