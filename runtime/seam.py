@@ -69,37 +69,22 @@ class PolicySeam:
         if not self.policy.merges_writes:
             self.accessed(pids)
             return
-        now, cols = self.now, self.pages.cols
-        holders, last_use, uses = cols.holders, cols.last_use, cols.uses
-        metas = [rec.meta for rec in fresh]
-        for meta in metas:
-            meta.created = meta.last_use = now
-        crossed = []
-        for rec, meta in zip(fresh, metas, strict=True):
-            pid = rec.pid
-            holders[pid] += 1
-            if holders[pid] == 1:
-                crossed.append(meta)
-        self.now = now = now + 1
-        if len(pids) <= 8:
-            for pid in pids:
-                last_use[pid] = now
-                uses[pid] += 1
-            accessed = self.pages.metas_of(pids)
-        else:
-            idx = np.array(pids, dtype=np.int64)
-            last_use[idx] = now
-            uses[idx] += 1
-            accessed = self.pages.metas_of(pids, idx)
-        self.policy.on_written(metas, crossed, accessed, now)
+        for rec in fresh:
+            rec.meta.created = rec.meta.last_use = self.now
+        metas, crossed = self._hold([rec.pid for rec in fresh], 1)
+        self.tick()
+        self.policy.on_written(metas, crossed, self._touch(pids), self.now)
 
     def accessed(self, pids: Sequence[int] | np.ndarray, listed: list[int] | None = None) -> None:
         """Pages were hit by a lookup, read or written at the current tick (distinct ids; a list or an
         int64 array, ``listed`` the same as a list when the caller has one)."""
         if not len(pids):
             return
-        now = self.now
-        cols = self.pages.cols
+        self.policy.on_access_many(self._touch(pids, listed), self.now)
+
+    def _touch(self, pids: Sequence[int] | np.ndarray, listed: list[int] | None = None) -> Sequence[PageMeta]:
+        """``last_use`` of ``pids`` set to the current tick and their ``uses`` counted; their metadata."""
+        now, cols = self.now, self.pages.cols
         few, idx = _few_or_array(pids)
         if few is not None:
             last_use, uses = cols.last_use, cols.uses
@@ -110,7 +95,7 @@ class PolicySeam:
         else:
             cols.last_use[idx] = now
             cols.uses[idx] += 1
-        self.policy.on_access_many(self.pages.metas_of(listed, idx), now)
+        return self.pages.metas_of(listed, idx)
 
     def updated(self, rec: PageRecord) -> None:
         """Something other than the tier changed in the page's metadata."""
@@ -125,6 +110,12 @@ class PolicySeam:
         or an int64 array, ``listed`` the same as a list when the caller has one)."""
         if not len(pids):
             return
+        self.policy.on_holders_many(*self._hold(pids, delta, listed))
+
+    def _hold(self, pids: Sequence[int] | np.ndarray, delta: int,
+              listed: list[int] | None = None) -> tuple[Sequence[PageMeta], Sequence[PageMeta]]:
+        """``holders`` of ``pids`` moved by ``delta``; their metadata, and that of the pages that crossed
+        (held now for +1, no longer held for -1)."""
         holders = self.pages.cols.holders
         edge = 1 if delta > 0 else 0  # the count a page that crossed has now
         few, idx = _few_or_array(pids)
@@ -132,14 +123,12 @@ class PolicySeam:
             metas = self.pages.metas_of(few)
             for pid in few:
                 holders[pid] += delta
-            crossed = self.pages.metas_of([pid for pid in few if holders[pid] == edge])
-        else:
-            assert idx is not None
-            metas = self.pages.metas_of(listed, idx)
-            holders[idx] += delta
-            hit = holders[idx] == edge
-            crossed = metas if hit.all() else self.pages.metas_of(None, idx[hit])
-        self.policy.on_holders_many(metas, crossed)
+            return metas, self.pages.metas_of([pid for pid in few if holders[pid] == edge])
+        assert idx is not None
+        metas = self.pages.metas_of(listed, idx)
+        holders[idx] += delta
+        hit = holders[idx] == edge
+        return metas, metas if hit.all() else self.pages.metas_of(None, idx[hit])
 
     def moved(self, rec: PageRecord, tier: str) -> None:
         """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""
