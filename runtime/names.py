@@ -161,34 +161,20 @@ class RuntimeNames:
         aggregate takes the page's new contribution now (a page not live has its initial values, where
         the body is neutral, as ``refresh`` counts it); the others at the next refresh."""
         cols = self.store.cols
-        if index.__class__ is int:  # one page (most writes): its new term, against the one it had
-            for name, var, kind, table in self.agg_tabled:
-                c = table[cols[var][index]]
-                contrib = self.agg_contrib[name]
-                old = contrib.get(index, 0)
+        pids = [index] if index.__class__ is int else np.atleast_1d(index).tolist()  # one page: most writes
+        for name, var, kind, table in self.agg_tabled:
+            col, contrib = cols[var], self.agg_contrib[name]
+            delta = 0
+            for pid in pids:  # each page's new term, against the one it had
+                c = table[col[pid]]
+                old = contrib.get(pid, 0)
                 if c != old:
                     if c:
-                        contrib[index] = c
+                        contrib[pid] = c
                     else:
-                        del contrib[index]
-                    if kind == "sum":
-                        self.n[name] += c - old
-                    else:
-                        self._moved(name, kind, 0, contrib)
-        else:
-            pids = np.atleast_1d(index).tolist()
-            for name, var, kind, table in self.agg_tabled:
-                col, contrib = cols[var], self.agg_contrib[name]
-                delta = 0
-                for pid in pids:
-                    c = table[col[pid]]
-                    old = contrib.get(pid, 0)
-                    if c != old:
-                        if c:
-                            contrib[pid] = c
-                        else:
-                            del contrib[pid]
-                        delta += c - old
+                        del contrib[pid]
+                    delta += c - old
+            if delta or kind != "sum":
                 self._moved(name, kind, delta, contrib)
         if self.agg_deferred:
             if isinstance(index, np.ndarray):
