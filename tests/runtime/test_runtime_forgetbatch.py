@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 from rt_helpers import toks
 from test_runtime_conformance import INSTANCE, check_all
-from test_runtime_differential import step
 from test_runtime_poolbatch import big_writes, counting, policy_state, twins
-from test_runtime_roombatch import long_writes
+from test_runtime_roombatch import drive, long_writes
 
 from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime import disktier as disktier_module
@@ -86,17 +85,10 @@ def same_writes(twin: Any, rng: random.Random, i: int, seqs: list[str]) -> None:
 
 
 def run(ms: list[CacheManager], twin: Any, rng: random.Random, steps: int, writes: tuple[Any, ...]) -> None:
-    seqs: list[str] = []
-    for i in range(steps):
-        if rng.random() < 0.6:
-            rng.choice(writes)(twin, rng, i, seqs)
-        else:
-            step(twin, rng, i, seqs)
-        same(ms)
-        if len(seqs) > 3:
-            sid = seqs.pop(0)
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
-            same(ms)
+    """``drive`` with one of ``writes`` chosen at random for each write, policy, index and disk compared."""
+    assert list(twin.ms) == ms
+    drive(twin, rng, steps, policy_state, index_state, disk_state,
+          write=lambda t, r, i, seqs: r.choice(writes)(t, r, i, seqs), share=0.6, keep=3)
 
 
 @pytest.mark.parametrize("seed,fault,writes", [

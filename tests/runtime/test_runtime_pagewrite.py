@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from rt_helpers import small_config, toks
 from test_runtime_conformance import INSTANCE, check_all
-from test_runtime_differential import step
 from test_runtime_poolbatch import big_writes, policy_state
-from test_runtime_roombatch import Twins, long_writes
+from test_runtime_roombatch import Twins, drive
 
 from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime.index import SealedRows
@@ -103,16 +102,7 @@ def test_a_write_in_bulk_is_a_write_page_by_page(tmp_path: Path, monkeypatch: py
     done = counting(monkeypatch)
     ms, twin = _twins(tmp_path)
     rng = random.Random(seed)
-    seqs: list[str] = []
-    for i in range(60):
-        if rng.random() < 0.5:
-            long_writes(twin, rng, i, seqs)
-        else:
-            step(twin, rng, i, seqs)
-        assert policy_state(ms[0]) == policy_state(ms[1])
-        if len(seqs) > 4:
-            sid = seqs.pop(0)
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    drive(twin, rng, 60, policy_state)
     assert done and min(done) >= 4, "no write stored its sealed rows as one array"
     for m in ms:
         m.check_integrity()

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from rt_helpers import small_config, spec_variant, toks
 from test_runtime_conformance import INSTANCE, check_all
-from test_runtime_differential import step
-from test_runtime_roombatch import Twins, long_writes
+from test_runtime_roombatch import Twins, drive, long_writes
 
 from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime import morphology as morphology_module
@@ -60,16 +59,7 @@ def test_admission_in_one_go_is_admission_one_at_a_time(tmp_path: Path, monkeypa
     done = counting(monkeypatch)
     ms, twin = twins(tmp_path, pool_capacity=capacity)
     rng = random.Random(seed)
-    seqs: list[str] = []
-    for i in range(70):
-        if rng.random() < 0.5:
-            long_writes(twin, rng, i, seqs)
-        else:
-            step(twin, rng, i, seqs)
-        assert policy_state(ms[0]) == policy_state(ms[1])
-        if len(seqs) > 4:
-            sid = seqs.pop(0)
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    drive(twin, rng, 70, policy_state)
     assert done or capacity < 8, "no admission was made in one go"  # a small pool: fewer victims than pages
     for m in ms:
         m.check_integrity()

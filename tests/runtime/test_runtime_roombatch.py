@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,30 @@ def policy_counts(m: CacheManager) -> tuple[Any, ...]:
             proposals, pol.clock, pol.stamp.tobytes(), pol.pool_stamp.tobytes())
 
 
+def drive(twin: Twin, rng: random.Random, steps: int, *views: Callable[[CacheManager], Any],
+          write: Callable[[Any, random.Random, int, list[str]], None] | None = None, share: float = 0.5,
+          keep: int = 4) -> None:
+    """``steps`` random operations on both managers, each a write (``write``, ``long_writes`` unless
+    given; a ``share`` of them) or one of the differential test's steps; after each, and after each
+    free of the oldest sequence kept beyond ``keep``, every one of ``views`` is the same for both."""
+    ms, seqs = twin.ms, []
+
+    def same() -> None:
+        for view in views:
+            assert view(ms[0]) == view(ms[1]), view.__name__
+
+    for i in range(steps):
+        if rng.random() < share:
+            (write or long_writes)(twin, rng, i, seqs)
+        else:
+            step(twin, rng, i, seqs)
+        same()
+        if len(seqs) > keep:
+            sid = seqs.pop(0)
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+            same()
+
+
 def long_writes(twin: Twins, rng: random.Random, i: int, seqs: list[str]) -> None:
     """A sequence registered or extended by many pages at once (room for all of them made first)."""
     if seqs and rng.random() < 0.4:
@@ -79,16 +104,7 @@ def test_room_in_one_go_is_room_one_victim_at_a_time(tmp_path: Path, monkeypatch
     ms[1].parts.tiers.batchable = False
     twin = Twins(ms[0], ms[1])
     rng = random.Random(seed)
-    seqs: list[str] = []
-    for i in range(90):
-        if rng.random() < 0.5:
-            long_writes(twin, rng, i, seqs)
-        else:
-            step(twin, rng, i, seqs)
-        assert policy_counts(ms[0]) == policy_counts(ms[1])
-        if len(seqs) > 4:
-            sid = seqs.pop(0)
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    drive(twin, rng, 90, policy_counts)
     assert done or disk < 64, "no room was made in one go"  # a small disk tier leaves it to one at a time
     for m in ms:
         m.check_integrity()
