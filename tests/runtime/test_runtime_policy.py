@@ -106,6 +106,27 @@ def test_lru_keeps_its_order_with_pages_held_and_freed(make_manager: Callable[..
     m.check_integrity()
 
 
+def moved(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, EvictionPolicy], tier: str) -> None:
+    """Both policies told that their copy of a page moved to ``tier`` (nothing when it is there)."""
+    for meta, pol in zip(pair, pols, strict=True):
+        if meta.tier != tier:
+            old, meta.tier = meta.tier, tier
+            pol.on_move(meta, old)
+
+
+def updated(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, EvictionPolicy], pooled: bool, holders: int) -> None:
+    """Both policies told of a page's new pool membership and holder count."""
+    for meta, pol in zip(pair, pols, strict=True):
+        meta.pooled, meta.holders = pooled, holders
+        pol.on_update(meta)
+
+
+def removed(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, EvictionPolicy]) -> None:
+    """Both policies told that a page is forgotten."""
+    for meta, pol in zip(pair, pols, strict=True):
+        pol.on_remove(meta)
+
+
 def test_lru_holders_in_bulk_files_pages_as_updates_do() -> None:
     """``on_holders_many`` (a prefix attached or freed: only the pages that became held or unheld change
     queue) leaves LRU's order exactly as ``on_update_many`` over the same pages would."""
@@ -134,10 +155,7 @@ def test_lru_holders_in_bulk_files_pages_as_updates_do() -> None:
         elif op < 0.8:
             pid = rng.choice(sorted(metas))
             tier = rng.choice(["gpu", "host", "disk", "dropped"])
-            for meta, pol in zip(metas[pid], (bulk, single), strict=True):
-                if meta.tier != tier:
-                    old, meta.tier = meta.tier, tier
-                    pol.on_move(meta, old)
+            moved(metas[pid], (bulk, single), tier)
         else:
             pids = rng.sample(sorted(metas), min(len(metas), 3))
             bulk.on_access_many([metas[p][0] for p in pids], step)
@@ -168,24 +186,18 @@ def test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed: 
         elif op < 0.35:
             pid = rng.choice(sorted(metas))
             tier = rng.choice(["gpu", "host", "disk", "dropped", "offloading"])
-            for meta, pol in zip(metas[pid], (lazy, eager), strict=True):
-                if meta.tier != tier:
-                    old, meta.tier = meta.tier, tier
-                    pol.on_move(meta, old)
+            moved(metas[pid], (lazy, eager), tier)
         elif op < 0.5:
             pid = rng.choice(sorted(metas))
             pooled, holders = rng.random() < 0.6, rng.randrange(2)
-            for meta, pol in zip(metas[pid], (lazy, eager), strict=True):
-                meta.pooled, meta.holders = pooled, holders
-                pol.on_update(meta)
+            updated(metas[pid], (lazy, eager), pooled, holders)
         elif op < 0.75:
             pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 3, 12, 30])))
             for k, pol in enumerate((lazy, eager)):
                 pol.on_access_many([metas[p][k] for p in pids], step)
         elif op < 0.8:
             pid = rng.choice(sorted(metas))
-            for meta, pol in zip(metas.pop(pid), (lazy, eager), strict=True):
-                pol.on_remove(meta)
+            removed(metas.pop(pid), (lazy, eager))
         else:
             decision = rng.choice(["gpu", "host", "disk", "pool"])
             eager._flush(True)
@@ -216,24 +228,18 @@ def test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed: int) ->
         elif op < 0.45:
             for pid in rng.sample(sorted(metas), min(len(metas), rng.choice([1, 4, 30]))):
                 tier = rng.choice(["gpu", "host", "disk", "dropped", "offloading"])
-                for meta, pol in zip(metas[pid], (bulk, single), strict=True):
-                    if meta.tier != tier:
-                        old, meta.tier = meta.tier, tier
-                        pol.on_move(meta, old)
+                moved(metas[pid], (bulk, single), tier)
         elif op < 0.55:
             pid = rng.choice(sorted(metas))
             pooled, holders = rng.random() < 0.6, rng.randrange(2)
-            for meta, pol in zip(metas[pid], (bulk, single), strict=True):
-                meta.pooled, meta.holders = pooled, holders
-                pol.on_update(meta)
+            updated(metas[pid], (bulk, single), pooled, holders)
         elif op < 0.8:
             pids = rng.sample(sorted(metas), min(len(metas), rng.choice([3, 12, 60, 200])))
             for k, pol in enumerate((bulk, single)):
                 pol.on_access_many([metas[p][k] for p in pids], step)
         elif op < 0.85:
             pid = rng.choice(sorted(metas))
-            for meta, pol in zip(metas.pop(pid), (bulk, single), strict=True):
-                pol.on_remove(meta)
+            removed(metas.pop(pid), (bulk, single))
         else:
             decision = rng.choice(["gpu", "host", "disk", "pool"])
             assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
@@ -278,20 +284,14 @@ def test_lru_write_notices_in_one_call_give_the_order_of_three(seed: int) -> Non
         elif op < 0.55 and metas:
             pid = rng.choice(sorted(metas))
             tier = rng.choice(["gpu", "host", "disk", "dropped"])
-            for meta, pol in zip(metas[pid], (merged, three), strict=True):
-                if meta.tier != tier:
-                    old_tier, meta.tier = meta.tier, tier
-                    pol.on_move(meta, old_tier)
+            moved(metas[pid], (merged, three), tier)
         elif op < 0.7 and metas:
             pid = rng.choice(sorted(metas))
             pooled, holders = rng.random() < 0.5, rng.randrange(2)
-            for meta, pol in zip(metas[pid], (merged, three), strict=True):
-                meta.pooled, meta.holders = pooled, holders
-                pol.on_update(meta)
+            updated(metas[pid], (merged, three), pooled, holders)
         elif op < 0.8 and metas:
             pid = rng.choice(sorted(metas))
-            for meta, pol in zip(metas.pop(pid), (merged, three), strict=True):
-                pol.on_remove(meta)
+            removed(metas.pop(pid), (merged, three))
         else:
             decision = rng.choice(["gpu", "host", "disk", "pool"])
             assert list(merged.propose(decision)) == list(three.propose(decision)), (step, decision)
