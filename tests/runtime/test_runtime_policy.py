@@ -114,7 +114,8 @@ def moved(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, EvictionP
             pol.on_move(meta, old)
 
 
-def updated(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, EvictionPolicy], pooled: bool, holders: int) -> None:
+def updated(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, EvictionPolicy], pooled: bool,
+            holders: int) -> None:
     """Both policies told of a page's new pool membership and holder count."""
     for meta, pol in zip(pair, pols, strict=True):
         meta.pooled, meta.holders = pooled, holders
