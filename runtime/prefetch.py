@@ -76,9 +76,7 @@ class Prefetcher:
         if existing is not None:
             return existing
         if held and pid in protect:  # the caller holds the page itself: nothing to hold, a move's sweep only
-            disk = self.storage.disk
-            if disk is not None and disk.leftovers:
-                self.metrics.extra["disk_leftover_files"] = disk.sweep()
+            self.tiers.sweep()
             return self._prefetch(pid, protect, start)
         with self.tiers.holding(pid, frozenset() if held else protect):
             return self._prefetch(pid, protect, start)

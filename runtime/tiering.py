@@ -110,9 +110,7 @@ class TierMover:
         afterwards (a ``collect`` found it held: ``Busy.deferred``) is collected then."""
         held = [pid, *protect] if protect else [pid]
         self.busy.hold(held)
-        disk = self.storage.disk
-        if disk is not None and disk.leftovers:
-            self.metrics.extra["disk_leftover_files"] = disk.sweep()
+        self.sweep()
         try:
             yield
         finally:
@@ -121,6 +119,10 @@ class TierMover:
     def hold_one(self, pid: int) -> None:
         """``holding`` without the block: hold ``pid`` until ``release_held((pid,))``."""
         self.busy.hold((pid,))
+        self.sweep()
+
+    def sweep(self) -> None:
+        """Retry clearing the disk tier's leftover records (what a move does first); the count kept."""
         disk = self.storage.disk
         if disk is not None and disk.leftovers:
             self.metrics.extra["disk_leftover_files"] = disk.sweep()
@@ -293,8 +295,6 @@ class TierMover:
     def close(self) -> None:
         """Try the leftover files once more and release the disk directory (after the copy workers
         stopped)."""
-        disk = self.storage.disk
-        if disk is not None:
-            if disk.leftovers:
-                self.metrics.extra["disk_leftover_files"] = disk.sweep()
-            disk.close()
+        self.sweep()
+        if self.storage.disk is not None:
+            self.storage.disk.close()
