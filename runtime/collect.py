@@ -84,9 +84,10 @@ class Collector:
         rec = self.pages.find(pid)
         return rec is not None and self._held(rec, pid)
 
-    def _held(self, rec: PageRecord, pid: int) -> bool:
+    def _held(self, rec: PageRecord, pid: int, lost: int = 0) -> bool:
+        """Whether anything keeps ``pid`` (``lost``: of its children, how many are counted gone)."""
         cols = self.store.cols
-        return bool(rec.children or self.busy(pid) or cols[POOL][pid] == self._pooled or cols[PIN][pid]
+        return bool(rec.children > lost or self.busy(pid) or cols[POOL][pid] == self._pooled or cols[PIN][pid]
                     or self.store.readers_at((BLOCK,), pid))
 
     def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
@@ -168,9 +169,7 @@ class Collector:
         """The walks of ``collect_in_turn`` with every ``forget`` assumed to pass and nothing changed:
         the pages to forget in order, the victim whose walk reaches each, and the held pages the walks
         stop at that a hold keeps (with their victim: deferred once the walks before it are done)."""
-        records, busy, held = self.pages.records, self.busy, self.busy.held
-        cols, readers_at = self.store.cols, self.store.readers_at
-        pool, pin, pooled = cols[POOL], cols[PIN], self._pooled
+        records, held, is_held = self.pages.records, self.busy.held, self._held
         plan: list[int] = []
         owner: list[int] = []
         deferred: list[tuple[int, int]] = []
@@ -183,8 +182,7 @@ class Collector:
                 rec = records.get(pid)
                 if rec is None or pid in lost and lost[pid] < 0:
                     break
-                if rec.children > lost.get(pid, 0) or busy(pid) or pool[pid] == pooled or pin[pid] \
-                        or readers_at((BLOCK,), pid):
+                if is_held(rec, pid, lost.get(pid, 0)):
                     if pid in held:
                         deferred.append((j, pid))
                     break
