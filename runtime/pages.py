@@ -135,11 +135,6 @@ class PageDirectory:
         self.records: dict[int, PageRecord] = {}
         self.cols = MetaColumns(capacity)
 
-    def record(self, pid: int, parent: int, parent_hash: int, depth: int, **kwargs: Any) -> PageRecord:
-        """A fresh record for page ``pid`` (``kwargs``: PageMeta fields; its columns are reset by
-        PageMeta's constructor, which sets ``last_use``, ``uses`` and ``holders``), not added yet."""
-        return PageRecord(self.cols, pid, parent, parent_hash, depth, **kwargs)
-
     def metas_of(self, pids: Iterable[int] | None, ids: np.ndarray | None = None) -> MetaBatch:
         """The PageMeta of each of ``pids`` (live pages; ``ids`` the same as an array, ``pids`` None
         when only the array is at hand), each read when it is read."""
