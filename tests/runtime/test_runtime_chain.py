@@ -8,12 +8,12 @@ and refusals."""
 from __future__ import annotations
 
 import random
-import re
 from array import array
 from typing import Any
 
 from rt_helpers import small_config, toks
-from test_runtime_differential import Twin, workload
+from test_runtime_differential import workload
+from test_runtime_roombatch import Twins
 
 from morphcache.runtime import CacheManager, MorphcacheError
 from morphcache.runtime.chainhash import chain_hash, run_keys
@@ -99,16 +99,6 @@ def test_a_chain_fires_and_refuses_as_its_firings_one_by_one(tmp_path: Any) -> N
         pipe.store.free_page(p)
     m.check_integrity()
     m.close()
-
-
-class Twins(Twin):
-    """The differential test's twin managers; lease ids (numbered across managers) masked in refusals."""
-
-    @staticmethod
-    def _show(out: Any) -> Any:
-        if out[0] == "refused":
-            return (*out[:2], re.sub(r"lease #\d+", "lease #", out[2]))
-        return Twin._show(out)
 
 
 def test_workloads_written_through_chains_and_one_by_one_agree(tmp_path: Any) -> None:

@@ -112,13 +112,7 @@ def test_a_write_in_bulk_is_a_write_page_by_page(tmp_path: Path, monkeypatch: py
 def test_big_writes_in_bulk_are_writes_page_by_page(tmp_path: Path) -> None:
     ms, twin = _twins(tmp_path, gpu_pages=160, host_pages=32, pool_capacity=40)
     rng = random.Random(8)
-    seqs: list[str] = []
-    for i in range(16):
-        big_writes(twin, rng, i, seqs)
-        assert policy_state(ms[0]) == policy_state(ms[1])
-        if len(seqs) > 2:
-            sid = seqs.pop(0)
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    drive(twin, rng, 16, policy_state, write=big_writes, share=1, keep=2)
     for m in ms:
         m.check_integrity()
         m.close()

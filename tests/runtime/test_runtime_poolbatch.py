@@ -86,13 +86,7 @@ def test_many_victims_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s
     done = counting(monkeypatch)
     ms, twin = twins(tmp_path, gpu_pages=160, host_pages=32, pool_capacity=40)
     rng = random.Random(seed)
-    seqs: list[str] = []
-    for i in range(24):
-        big_writes(twin, rng, i, seqs)
-        assert policy_state(ms[0]) == policy_state(ms[1])
-        if len(seqs) > 2:
-            sid = seqs.pop(0)
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023 - called at once
+    drive(twin, rng, 24, policy_state, write=big_writes, share=1, keep=2)
     assert max(done) >= 16, "no vector batch of evictions"
     for m in ms:
         m.check_integrity()

@@ -60,7 +60,7 @@ def drive(twin: Twin, rng: random.Random, steps: int, *views: Callable[[CacheMan
           write: Callable[[Any, random.Random, int, list[str]], None] | None = None, share: float = 0.5,
           keep: int = 4) -> None:
     """``steps`` random operations on both managers, each a write (``write``, ``long_writes`` unless
-    given; a ``share`` of them) or one of the differential test's steps; after each, and after each
+    given; a ``share`` of them, every one at 1) or one of the differential test's steps; after each, and after each
     free of the oldest sequence kept beyond ``keep``, every one of ``views`` is the same for both."""
     ms, seqs = twin.ms, []
 
@@ -69,7 +69,7 @@ def drive(twin: Twin, rng: random.Random, steps: int, *views: Callable[[CacheMan
             assert view(ms[0]) == view(ms[1]), view.__name__
 
     for i in range(steps):
-        if rng.random() < share:
+        if share >= 1 or rng.random() < share:  # (writes only: no draw)
             (write or long_writes)(twin, rng, i, seqs)
         else:
             step(twin, rng, i, seqs)
