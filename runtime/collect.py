@@ -77,6 +77,7 @@ class Collector:
         self.storage = storage
         self.seam = seam
         self._pooled = pipe.cspec.codes[POOL]["pooled"]
+        self._holders = self.store.rev.get(BLOCK)  # who holds each page in a block table (None: not kept)
         self.batched = True  # clean up after a batch of forgotten pages together (``collect_in_turn``)
 
     def holds(self, pid: int) -> bool:
@@ -86,9 +87,12 @@ class Collector:
 
     def _held(self, rec: PageRecord, pid: int, lost: int = 0) -> bool:
         """Whether anything keeps ``pid`` (``lost``: of its children, how many are counted gone)."""
-        cols = self.store.cols
-        return bool(rec.children > lost or self.busy(pid) or cols[POOL][pid] == self._pooled or cols[PIN][pid]
-                    or self.store.readers_at((BLOCK,), pid))
+        if rec.children > lost or pid in self.busy.inflight or self.busy.held.get(pid, 0) > 0:
+            return True
+        cols, holders = self.store.cols, self._holders
+        return bool(cols[POOL][pid] == self._pooled or cols[PIN][pid]
+                    or (holders.get(pid) is not None if holders is not None
+                        else self.store.readers_at((BLOCK,), pid)))
 
     def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
@@ -250,7 +254,7 @@ class Collector:
             if h is None or by_hash.get(h) != pid:
                 continue
             dropped.append((h, pid))
-            other = kids.duplicate(h, rec.parent_hash, pid, hash_of)
+            other = None if kids.alone(h, pid) else kids.duplicate(h, rec.parent_hash, pid, hash_of)
             if other is not None:
                 index.remove_sealed_many(dropped)
                 dropped = []

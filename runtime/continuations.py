@@ -123,11 +123,34 @@ class Continuations:
         _put(self._sealed, h, pid)
         self._hash_of[pid] = h
 
+    def sealed_many(self, hashes: list[int], pids: list[int]) -> None:
+        """``sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order."""
+        hash_of, buckets = self._hash_of, self._sealed
+        for h, pid in zip(hashes, pids, strict=True):
+            old = hash_of.get(pid)
+            if old == h:
+                continue
+            if old is not None:
+                self.unsealed(pid)
+            got = buckets.get(h)  # ``_put`` inlined
+            if got is None:
+                buckets[h] = pid
+            elif got.__class__ is int:
+                if got != pid:
+                    buckets[h] = {got: None, pid: None}  # type: ignore[dict-item]
+            else:
+                got[pid] = None  # type: ignore[index]
+            hash_of[pid] = h
+
     def unsealed(self, pid: int) -> None:
         """Page ``pid`` is forgotten: no longer a page sealed with its hash."""
         h = self._hash_of.pop(pid, None)
         if h is not None:
             _take(self._sealed, h, pid)
+
+    def alone(self, h: int, pid: int) -> bool:
+        """Whether ``pid`` is the only page sealed with chain hash ``h`` (then it has no duplicate)."""
+        return self._sealed.get(h) == pid
 
     def sealed_with(self, h: int) -> list[int]:
         """The pages sealed with chain hash ``h`` (any parent), in open order."""

@@ -315,6 +315,16 @@ class PrefixIndex:
         self.table.add(h, pid)
         return True
 
+    def add_sealed_many(self, hashes: list[int], pids: list[int]) -> None:
+        """``add_sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order (the first page of a hash
+        indexed, the later ones duplicates; the continuations filed first)."""
+        self.kids.sealed_many(hashes, pids)
+        by_hash, add = self.by_hash, self.table.add
+        for h, pid in zip(hashes, pids, strict=True):
+            if h not in by_hash:
+                by_hash[h] = pid
+                add(h, pid)
+
     def remove_sealed(self, h: int, pid: int) -> None:
         """Drop the index entry of ``pid`` (only if it is the indexed page for ``h``)."""
         if self.by_hash.get(h) == pid:

@@ -26,6 +26,8 @@ checks the two agree.
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 EMPTY = -1
@@ -43,8 +45,12 @@ class KeyTable:
         self.bits = bits
         self.shift = np.uint64(64 - bits)
         self.um = np.uint64(M)
-        self.keys = (np.arange(1 << bits, dtype=np.uint64) ^ np.uint64(1)) << self.shift  # empty: _vacant
-        self.pages = np.full(1 << bits, EMPTY, dtype=np.int64)
+        # the slots as arrays of machine ints (an insertion's scalar reads and writes) viewed by numpy
+        self.key_slots = array("Q", bytes(8 << bits))
+        self.page_slots = array("q", [EMPTY]) * (1 << bits)
+        self.keys = np.frombuffer(self.key_slots, dtype=np.uint64)
+        self.pages = np.frombuffer(self.page_slots, dtype=np.int64)
+        self.keys[:] = (np.arange(1 << bits, dtype=np.uint64) ^ np.uint64(1)) << self.shift  # empty: _vacant
         self.live = 0
 
     def _slots(self, key: int) -> tuple[int, int]:
@@ -67,7 +73,7 @@ class KeyTable:
     def _place(self, key: int, pid: int) -> tuple[int, int] | None:
         """Put ``key -> pid`` in one of its slots, moving occupants to their other slots; the entry left
         without a slot after ``MOVES`` moves (every other entry is in the table), or None."""
-        keys, pages = self.keys, self.pages
+        keys, pages = self.key_slots, self.page_slots
         hi, lo = self._slots(key)
         for pos in (hi, lo):
             if pages[pos] < 0:
@@ -75,7 +81,7 @@ class KeyTable:
                 return None
         pos = hi
         for _ in range(MOVES):
-            evicted = int(keys[pos]), int(pages[pos])
+            evicted = keys[pos], pages[pos]
             keys[pos], pages[pos] = key, pid
             key, pid = evicted
             hi, lo = self._slots(key)
@@ -87,9 +93,10 @@ class KeyTable:
 
     def remove(self, key: int) -> None:
         """Remove ``key`` (nothing if absent)."""
+        keys, pages = self.key_slots, self.page_slots
         for pos in self._slots(key):
-            if self.pages[pos] >= 0 and int(self.keys[pos]) == key:
-                self.keys[pos], self.pages[pos] = self._vacant(pos), EMPTY
+            if pages[pos] >= 0 and keys[pos] == key:
+                keys[pos], pages[pos] = self._vacant(pos), EMPTY
                 self.live -= 1
                 return
 

@@ -24,7 +24,7 @@ from .config import RuntimeConfig
 from .errors import GuardRefused
 from .pages import PageDirectory
 from .pipeline import Pipeline
-from .poolbatch import admit_batch, exact_in_one_go
+from .poolbatch import BATCH_FROM, admit_batch, count_checks, count_refuses, exact_in_one_go
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
@@ -46,6 +46,7 @@ class Morphology:
         self.pooled: dict[int, None] = {}  # pages in the reuse pool, in admission order
         self.quiet = False  # pool changes noted by the caller (``poolbatch``), in the order it chooses
         self.batchable = exact_in_one_go(pipe.cspec)  # admissions in one go are exact (poolbatch.py)
+        self.count_checks = count_checks(pipe.cspec)  # admit's conjuncts that read only the pool's counts
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:
@@ -72,6 +73,22 @@ class Morphology:
             self.seam.updated(changed[0])
         elif changed:
             self.seam.updated_many(changed)
+
+    def note_moved(self, out: list[int], into: list[int]) -> None:
+        """``note_pool`` after the caller evicted each of ``out`` and admitted each of ``into`` (pooled
+        pages and pages out of the pool, with records): the policy told of ``out[0], into[0], out[1],
+        into[1] ...`` in that order."""
+        pooled, records, changed = self.pooled, self.pages.records, []
+        for gone, came in zip(out, into, strict=True):
+            del pooled[gone]
+            pooled[came] = None
+            rec = records[gone]
+            rec.meta.pooled = False
+            changed.append(rec)
+            rec = records[came]
+            rec.meta.pooled = True
+            changed.append(rec)
+        self.seam.updated_many(changed)
 
     # -- explicit calls ---------------------------------------------------------------------------
     def compress(self, pid: int) -> None:
@@ -121,14 +138,18 @@ class Morphology:
         if self.config.auto_admit:
             pool = self.store.cols[POOL]
             todo = [pid for pid in pids if pool[pid] != self._pooled]
-            quiet, self.quiet = self.quiet, True  # the admissions noted after them, in order (nothing
-            try:                                  # reads the pool's bookkeeping or tells the policy between)
-                missed = self._propose("admit", todo, missed=True)
-            finally:
-                self.quiet = quiet
-                if not quiet:
-                    self.note_pool(todo)
-            self.admit_many(missed)
+            if self.batchable and len(todo) >= BATCH_FROM and len(self.pooled) >= self.config.capacity \
+                    and not self.quiet and count_refuses(self, todo[0]):
+                self.admit_many(todo, full=True)  # the pool's count refuses every proposal
+            else:
+                quiet, self.quiet = self.quiet, True  # the admissions noted after them, in order (nothing
+                try:                                  # reads the pool's bookkeeping or tells the policy between)
+                    missed = self._propose("admit", todo, missed=True)
+                finally:
+                    self.quiet = quiet
+                    if not quiet:
+                        self.note_pool(todo)
+                self.admit_many(missed)
         if self.config.release_tails:
             self._propose("release_tail", pids)
 
@@ -182,10 +203,11 @@ class Morphology:
         self.collector.collect(victim, keep=frozenset({pid}))
         return True
 
-    def admit_many(self, pids: list[int]) -> None:
+    def admit_many(self, pids: list[int], full: bool = False) -> None:
         """``admit`` each of ``pids`` (sealed, distinct, refused as they stood: the pool may be full), in
-        order: in one go where that is exactly the same (``poolbatch.admit_batch``)."""
-        for pid in pids[admit_batch(self, pids):]:
+        order: in one go where that is exactly the same (``poolbatch.admit_batch``; ``full``: the
+        pool's count refuses them all, ``count_refuses``)."""
+        for pid in pids[admit_batch(self, pids, full):]:
             self.admit(pid)
 
     def auto_slide(self, reader: ReaderRecord) -> int:

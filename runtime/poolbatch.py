@@ -31,6 +31,11 @@ Why nothing tells them apart (each condition checked here, else the caller goes 
   (checked), so both stop there: a later victim is kept; the forgets happen in the same order, on
   the same pages, each reading only its own page.
 
+A write's sealed pages meeting a pool the count keeps full are not proposed one by one first
+(``Morphology.maintain_many``): a conjunct of ``admit`` that reads only the pool's counts reads the
+same for every page, so it is evaluated once (``count_refuses``); false, every proposal would be
+refused (counting nothing), and the pages come here as they would after their refusals.
+
 The policy's touches come in the same order with the same clock (forgetting a page touches nothing),
 so its queues are the same once a decision reads them.
 """
@@ -44,7 +49,7 @@ import numpy as np
 from morphcache.spec.expr import Index, Name, Reduce, walk
 
 from .binding import BLOCK, POOL
-from .compiler import CompiledEvent, CompiledSpec
+from .compiler import CompiledEvent, CompiledSpec, Conjunct
 from .errors import GuardRefused
 
 if TYPE_CHECKING:
@@ -69,32 +74,53 @@ def _writes_own_page(ev: CompiledEvent) -> bool:
         all(eff.index == "p" and eff.star is None and _local(eff.expr) for eff in ev.effects)
 
 
+def _count_only(cspec: CompiledSpec, conj: Conjunct) -> bool:
+    """Whether ``conj`` reads only page aggregates of the pool variable (counts) and constants."""
+    counts = {name for name, agg in cspec.aggregates.items() if agg.kind == "sum" and agg.reads == {POOL}}
+    nodes = list(walk(conj.expr))
+    return all(not isinstance(n, (Index, Reduce)) for n in nodes) and \
+        {n.name for n in nodes if isinstance(n, Name)} <= counts
+
+
 def exact_in_one_go(cspec: CompiledSpec) -> bool:
     """Whether the spec's ``evict``, ``admit`` and ``forget`` have the shape the module doc needs."""
     events = cspec.events
     if not all(name in events for name in EVENTS):
         return False
     evict, admit, forget = (events[name] for name in EVENTS)
-    counts = {name for name, agg in cspec.aggregates.items() if agg.kind == "sum" and agg.reads == {POOL}}
     if evict.owner != POOL or admit.owner != POOL or POOL in forget.writes:
         return False
     if not all(_writes_own_page(ev) for ev in (evict, admit, forget)):
         return False
-    for ev in (evict, admit):
-        for conj in ev.conjuncts:
-            nodes = list(walk(conj.expr))
-            count_only = all(not isinstance(n, (Index, Reduce)) for n in nodes) and \
-                {n.name for n in nodes if isinstance(n, Name)} <= counts
-            if not (count_only or _local(conj.expr)):
-                return False
-    return True
+    return all(_count_only(cspec, conj) or _local(conj.expr) for ev in (evict, admit) for conj in ev.conjuncts)
 
 
-def admit_batch(morph: Morphology, pids: list[int]) -> int:
+def count_checks(cspec: CompiledSpec) -> tuple[Conjunct, ...]:
+    """The conjuncts of ``admit``'s guard that read only the pool's counts (none unless the spec is one
+    ``exact_in_one_go`` accepts)."""
+    if not exact_in_one_go(cspec):
+        return ()
+    return tuple(conj for conj in cspec.events["admit"].conjuncts if _count_only(cspec, conj))
+
+
+def count_refuses(morph: Morphology, pid: int) -> bool:
+    """Whether one of ``admit``'s conjuncts that read only the pool's counts (``count_checks``) is false,
+    evaluated once, for page ``pid``: they read the same for every page, so then, while the pool stays
+    as it is, every proposal of ``admit`` is refused (none counted: nothing tells it from proposing
+    each page)."""
+    if not morph.count_checks:
+        return False
+    ev = morph.pipe.cspec.events["admit"]
+    n, arrays = morph.pipe.names.bind(ev, None, pid, None, None), morph.store.arrays
+    return not all(conj.fn(n, arrays) for conj in morph.count_checks)
+
+
+def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     """Admit ``pids`` (sealed, distinct, not pooled; in this order) to the full pool in one go, each
     evicting the policy's victim; returns how many of the first pages were dealt with (all of them,
     or 1 when the first was admitted with no victim, or 0 with nothing changed): the caller admits
-    the rest one at a time."""
+    the rest one at a time.  ``full``: the pool's count refuses every page (``count_refuses``), so
+    the first page's proposal is not made again."""
     k = len(pids)
     if k < BATCH_FROM or not morph.batchable or len(morph.pooled) < morph.config.capacity:
         return 0
@@ -102,7 +128,7 @@ def admit_batch(morph: Morphology, pids: list[int]) -> int:
     pooled = morph.pooled
     if any(pid in pooled or not store.readers_at((BLOCK,), pid) for pid in pids) or len(set(pids)) != k:
         return 0
-    if pipe.propose("admit", None, pids[0]):
+    if not full and pipe.propose("admit", None, pids[0]):
         return 1
     victims = seam.choose_many("pool", ("evict",), set(pids), k)
     if victims is None:
@@ -122,7 +148,7 @@ def admit_batch(morph: Morphology, pids: list[int]) -> int:
         return 0
     finally:
         morph.quiet = False
-    morph.note_pool([page for pair in zip(victims, pids, strict=True) for page in pair])
+    morph.note_moved(victims, pids)  # each victim was pooled and each page not (checked above)
     seam.accepted("pool", k)
     morph.collector.collect_in_turn(victims, pids)  # one at a time, the victims not yet evicted are pooled
     return k

@@ -124,13 +124,12 @@ class WrittenPages:
             for i, rec in enumerate(recs):
                 self._index_sealed(rec, None if rows is None else rows[i])
         else:  # their rows and classes stored as arrays, then each page's hash indexed
-            c, add_sealed = self.C, self.index.add_sealed
-            kept = self.index.seal_many(list(map(_PID, recs)), [rec.parent for rec in recs],
-                                        [rec.token_ids for rec in recs], rows)
+            c, pids = self.C, list(map(_PID, recs))
+            kept = self.index.seal_many(pids, [rec.parent for rec in recs], [rec.token_ids for rec in recs], rows)
             for rec, toks in zip(recs, kept, strict=True):
                 rec.recovery_tokens = c * (rec.depth + 1)
                 rec.token_ids = toks
-                add_sealed(rec.hash, rec.pid)  # type: ignore[arg-type]
+            self.index.add_sealed_many([rec.hash for rec in recs], pids)  # type: ignore[misc]
         self.seam.updated_many(recs)  # the policy told of each, in order (nothing else told it between)
         pids = list(map(_PID, recs))
         if self.config.auto_compress:

@@ -24,8 +24,8 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     done: list[int] = []
     real = morphology_module.admit_batch
 
-    def batch(morph: Any, pids: list[int]) -> int:
-        n = real(morph, pids)
+    def batch(morph: Any, pids: list[int], *rest: Any) -> int:
+        n = real(morph, pids, *rest)
         if n > 1:
             done.append(n)
         return n
