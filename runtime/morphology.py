@@ -25,9 +25,12 @@ from .errors import GuardRefused
 from .pages import PageDirectory
 from .pipeline import Pipeline
 from .poolbatch import BATCH_FROM, admit_batch, count_checks, count_refuses, exact_in_one_go
+from .proposeplan import Hook
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
+
+MAINTAIN = ("begin_compress", "finish_compress", "build_index")  # a sealed page's first proposals, in turn
 
 
 class Morphology:
@@ -47,6 +50,9 @@ class Morphology:
         self.quiet = False  # pool changes noted by the caller (``poolbatch``), in the order it chooses
         self.batchable = exact_in_one_go(pipe.cspec)  # admissions in one go are exact (poolbatch.py)
         self.count_checks = count_checks(pipe.cspec)  # admit's conjuncts that read only the pool's counts
+        # ``maintain_many``'s proposals: build_index only where the keys are stale, the data plane after begin
+        self._maintain_hooks: tuple[dict[int, Hook], dict[int, Hook]] = ({2: self._stale_index},
+                                                                         {0: self._compress_data})
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:
@@ -128,13 +134,11 @@ class Morphology:
 
     def maintain_many(self, pids: list[int]) -> None:
         """``maintain`` for many sealed pages (a decode step's), each proposal an event over them: the
-        pages the spec allows it for fire as one batch."""
-        data, records = self.storage.data, self.pages.records
-        begun = self._propose("begin_compress", pids)
-        for pid in begun:
-            data.compress(records[pid].gpu_slot)
-        self._propose("finish_compress", pids)
-        self._propose("build_index", self._stale_indexes(pids))
+        pages the spec allows it for fire as one batch; compression and indexing proposed page by page,
+        each page's three proposals one generated function (``Pipeline.proposals``)."""
+        chain = self.pipe.proposals(MAINTAIN, *self._maintain_hooks)
+        for pid in pids:
+            chain(None, pid)
         if self.config.auto_admit:
             pool = self.store.cols[POOL]
             todo = [pid for pid in pids if pool[pid] != self._pooled]
@@ -168,14 +172,9 @@ class Morphology:
         propose = pipe.proposer(event)
         return [pid for pid in pids if propose(None, pid) != missed]
 
-    def _stale_indexes(self, pids: list[int]) -> list[int]:
-        """The pages of ``pids`` whose indexer keys are not built for their compressed entry (as
-        ``_stale_index``; column-wise when there are many)."""
-        if len(pids) < pipeline.VECTOR_FROM:
-            return [pid for pid in pids if self._stale_index(pid)]
-        cols, ids = self.store.vecs, np.fromiter(pids, dtype=np.int64, count=len(pids))
-        stale = (cols["indexer"][ids] != self._built) | (cols["igen"][ids] != cols["cgen"][ids])
-        return ids[stale].tolist()  # type: ignore[no-any-return]
+    def _compress_data(self, pid: int) -> None:
+        """The data plane compresses page ``pid`` (its ``begin_compress`` fired)."""
+        self.storage.data.compress(self.pages.records[pid].gpu_slot)
 
     def _stale_index(self, pid: int) -> bool:
         cols = self.store.cols

@@ -35,10 +35,12 @@ from .errors import ConfigError, DomainError, GuardRefused, IntegrityError
 from .fireplan import PlanContext, build_allowed, build_fire
 from .machines import MachineBackend, TableBackend
 from .names import RuntimeNames
+from .proposeplan import Hook, ProposalsPlan, build_proposals
 from .recorder import Recorder
 from .refusals import Refusals
 from .state import StateStore
 
+NO_HOOKS: dict[int, Hook] = {}  # ``proposals`` without conditions or calls (never written)
 VECTOR_FROM = 16  # batches at least this long are decided by the vector backend (numpy has a fixed cost)
 Write = tuple[str, str, Any, Any]  # (target, index kind "p" / "r" / "rp" / "star", star index, value)
 Watcher = Callable[[Any], None]
@@ -71,6 +73,7 @@ class Pipeline:
         self._allow_plans: dict[str, Callable[[Any, Any], bool]] = {}
         self._propose_plans: dict[str, Callable[[Any, Any], bool]] = {}
         self._chains: dict[tuple[str, str, str], ChainPlan] = {}  # chainplan.py, built when first asked
+        self._proposals: dict[tuple[str, ...], tuple[Any, Any, ProposalsPlan]] = {}  # proposeplan.py, when first asked
         self.vector_firings = 0  # firings decided by the vector backend (batches with a plan)
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
@@ -95,6 +98,7 @@ class Pipeline:
         self._allow_plans.clear()
         self._propose_plans.clear()
         self._chains.clear()
+        self._proposals.clear()
 
     def notify(self, name: str, index: Any) -> None:
         """Tell the watchers of ``name`` that it changed at ``index``."""
@@ -224,6 +228,38 @@ class Pipeline:
             plan = self._propose_plans[name] = built or (lambda r, p: self.allowed(name, r, p)
                                                          and self._fired(name, r, p))
         return plan
+
+    def proposals(self, names: tuple[str, ...], when: dict[int, Hook] | None = None,
+                  then: dict[int, Hook] | None = None) -> ProposalsPlan:
+        """``proposals(r, p)``: ``propose`` each of ``names`` in turn for reader ``r`` on page ``p`` (event
+        i only where ``when[i](p)``; ``then[i](p)`` called after it fired; one out of its bounds refused
+        and counted, the next proposed), each seeing the ones before; returns the mask of those that
+        fired (bit i: event i).  The generated proposals of their plans (proposeplan.py) on the fast path;
+        kept for the next call with the same names and the same ``when`` and ``then`` objects."""
+        when, then = NO_HOOKS if when is None else when, NO_HOOKS if then is None else then
+        kept = self._proposals.get(names)
+        if kept is not None and kept[0] is when and kept[1] is then:
+            return kept[2]
+        evs = tuple(self.cspec.events[name] for name in names)
+        found = build_proposals(self, self._context, evs, when, then)
+        if found is None:
+            proposers = [self.proposer(name) for name in names]
+
+            def found(r: Any, p: int) -> int:
+                got = 0
+                for i, propose in enumerate(proposers):
+                    if i in when and not when[i](p):
+                        continue
+                    try:
+                        if propose(r, p):
+                            got |= 1 << i
+                            if i in then:
+                                then[i](p)
+                    except GuardRefused:  # an effect out of its bounds: refused and counted, as alone
+                        pass
+                return got
+        self._proposals[names] = (when, then, found)
+        return found
 
     def _fired(self, name: str, r: int | None, p: int | None) -> bool:
         self.fire(name, r, p)
