@@ -77,14 +77,28 @@ class Continuations:
         """Pages forgotten: ``remove(parent_hash, pid)`` then ``unsealed(pid)`` for each of ``pairs``
         (parent hash, page), in order."""
         info, tokens, hash_of, sealed = self.info, self.tokens, self._hash_of, self._sealed
+        unfiled, first = self._unfiled, self._first
         for parent_hash, pid in pairs:
             old = info.get(pid)
             if old is not None and old[0] == parent_hash:
-                self._unfile(parent_hash, pid)
+                waiting = unfiled.get(parent_hash)  # ``_unfile`` inlined
+                if waiting is not None and pid in waiting:
+                    del waiting[pid]
+                    if not waiting:
+                        del unfiled[parent_hash]
+                else:
+                    key = (parent_hash, tokens[pid][0])
+                    if first.get(key) == pid:  # the page alone in its bucket
+                        del first[key]
+                    else:
+                        _take(first, key, pid)
                 del info[pid], tokens[pid]
             h = hash_of.pop(pid, None)
             if h is not None:
-                _take(sealed, h, pid)
+                if sealed.get(h) == pid:  # the page alone in its bucket
+                    del sealed[h]
+                else:
+                    _take(sealed, h, pid)
 
     def _file(self, parent_hash: int, pid: int, first: int) -> None:
         _put(self._first, (parent_hash, first), pid)

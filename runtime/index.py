@@ -162,23 +162,27 @@ class SealedRows:
         self._ensure(max(pids))
         self.rows[pids] = rows
         data, width = rows.tobytes(), self.C * 8
-        intern, members, cls = self._intern, self._members, self.cls
+        intern, members, key_of, cls, nxt = self._intern, self._members, self._key_of, self.cls, self._next
         got: dict[int, int] = {}  # the classes given here, by page
         classes, pclasses = [], []
-        for i, (pid, parent) in enumerate(zip(pids, parents, strict=True)):
-            pc = got.get(parent) or (ROOT_CLASS if parent < 0 else int(cls[parent]))
+        at = 0
+        for pid, parent in zip(pids, parents, strict=True):
+            pc = got.get(parent) or (ROOT_CLASS if parent < 0 else cls.item(parent))
             assert pc != UNSEALED, f"page {pid} sealed after page {parent}, which is not sealed"
-            key = (pc, data[i * width:(i + 1) * width])
+            key = (pc, data[at:at + width])
+            at += width
             c = intern.get(key)
             if c is None:
-                c = intern[key] = self._next
-                self._next += 1
-                self._key_of[c] = key
-                members[c] = 0
-            members[c] += 1
+                c = intern[key] = nxt
+                nxt += 1
+                key_of[c] = key
+                members[c] = 1
+            else:
+                members[c] += 1
             got[pid] = c
             classes.append(c)
             pclasses.append(pc)
+        self._next = nxt
         cls[pids], self.pcls[pids] = classes, pclasses
 
     def forget(self, pid: int) -> None:

@@ -30,6 +30,8 @@ from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
 
+SLIDE_BATCH_FROM = 256  # live windows behind from which ``auto_slide`` tries a batch first (its guard's
+# reduction over readers costs a batch about 1 ms at 100 pages, twice what proposing each page costs)
 MAINTAIN = ("begin_compress", "finish_compress", "build_index")  # a sealed page's first proposals, in turn
 
 
@@ -218,8 +220,7 @@ class Morphology:
             rest = np.fromiter(block[reader.slide_next:-1], dtype=np.int64, count=len(block) - 1 - reader.slide_next)
             live = np.flatnonzero(store.vecs[WINDOW][rest] == self._live)
             reader.slide_next += int(live[0]) if len(live) else len(rest)
-        if len(block) - 1 - reader.slide_next >= 4 * pipeline.VECTOR_FROM:  # many windows behind: a batch first
-            # (its guard's reduction over readers costs a batch some four times a plain one's fixed cost)
+        if len(block) - 1 - reader.slide_next >= SLIDE_BATCH_FROM:  # many windows behind: a batch first
             slid += self._slide_batch(reader)
         window, live_code, propose = store.cols[WINDOW], self._live, pipe.proposer("slide")
         while reader.slide_next < len(block) - 1:

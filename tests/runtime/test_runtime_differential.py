@@ -14,6 +14,7 @@ from rt_helpers import digest, toks
 
 from morphcache.runtime import CacheManager, Lease, MorphcacheError, NeedsRecovery, Ready
 from morphcache.runtime import lookup as lookup_module
+from morphcache.runtime import morphology as morphology_module
 from morphcache.runtime import pipeline as pipeline_module
 
 HEADS = [toks(0, 40), toks(0, 12) + toks(500, 30), toks(900, 36)]
@@ -136,6 +137,7 @@ def test_fast_and_general_paths_agree(make_manager: Callable[..., CacheManager],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pipeline_module, "VECTOR_FROM", 2)  # every batch of two or more: the vector backend
     monkeypatch.setattr(lookup_module, "VECTOR_FROM", 2)
+    monkeypatch.setattr(morphology_module, "SLIDE_BATCH_FROM", 8)  # slides far behind: a batch first
     # one copy worker: copies land in the order they started on both (the LRU order depends on it)
     opts = dict(gpu_pages=40, host_pages=10, disk_pages=10, pool_capacity=20, window=8, prefetch_workers=1)
     twin = Twin(make_manager(**opts), make_manager(fast=False, **opts))
