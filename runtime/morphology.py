@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import pipeline
-from .binding import COMPRESSED, DEPTH, FRONTIER, PIN, POOL, WINDOW
+from .binding import BLOCK, COMPRESSED, DEPTH, FRONTIER, PIN, POOL, WINDOW
 from .collect import Collector
 from .config import RuntimeConfig
 from .errors import GuardRefused
@@ -52,6 +52,7 @@ class Morphology:
         self.quiet = False  # pool changes noted by the caller (``poolbatch``), in the order it chooses
         self.batchable = exact_in_one_go(pipe.cspec)  # admissions in one go are exact (poolbatch.py)
         self.count_checks = count_checks(pipe.cspec)  # admit's conjuncts that read only the pool's counts
+        self.block_holders = self.store.rev.get(BLOCK)  # who holds each page in a block table (None: not kept)
         # ``maintain_many``'s proposals: build_index only where the keys are stale, the data plane after begin
         self._maintain_hooks: tuple[dict[int, Hook], dict[int, Hook]] = ({2: self._stale_index},
                                                                          {0: self._compress_data})

@@ -126,7 +126,10 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
         return 0
     pipe, seam, store = morph.pipe, morph.seam, morph.store
     pooled = morph.pooled
-    if any(pid in pooled or not store.readers_at((BLOCK,), pid) for pid in pids) or len(set(pids)) != k:
+    holders = morph.block_holders
+    if any(pid in pooled for pid in pids) or len(set(pids)) != k or \
+            not all(holders.get(pid) is not None if holders is not None else store.readers_at((BLOCK,), pid)
+                    for pid in pids):
         return 0
     if not full and pipe.propose("admit", None, pids[0]):
         return 1
