@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -195,35 +194,42 @@ class Lookups:
              ) -> RecoveryPlan:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages
-        lk = self.cspec.lookup
-        recovery = self._paths if self.config.fast else lk.recovery
+        recovery = self._paths if self.config.fast else self.cspec.lookup.recovery
         names, arrays = dict(self._names), self.store.arrays
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
-        assignments: list[Assignment] = []
+        chosen: list[tuple[int, str, int, str]] = []  # (block, object, page, path): sorted as assignments are
         in_place = 0
-        missing: Counter[str] = Counter()
-        for k, obj in enumerate(self.objects):
+        missing: dict[str, int] = {}
+        for k, (obj, needed) in enumerate(zip(self.objects, self.search.needed_blocks(len(pages), target),
+                                              strict=True)):
             bit = 1 << k
-            needed = self.search.needed_pages(k, len(pages), target)
             unready = [p for p in needed if not ready[p] & bit]
             in_place += len(needed) - len(unready)
             if not unready:
                 continue
-            missing[obj] += len(unready)
+            missing[obj] = len(unready)
             conditions = recovery[obj]
+            paths = list(conditions.items())
             for p in unready:
-                pid = pages[p]
-                names["p"] = pid
-                assignments.append(Assignment(pid, p, obj, choose_path(obj, pid, p, conditions, names, arrays)))
-        assignments.sort(key=lambda a: (a.block, a.obj))
+                pid = names["p"] = pages[p]
+                holding = [path for path, fn in paths if fn(names, arrays)]
+                chosen.append((p, obj, pid, holding[0] if len(holding) == 1 else
+                               choose_path(obj, pid, p, conditions, names, arrays)))  # (raises DiversionError)
+        chosen.sort()  # by block, then object: (block, object) is unique
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
-        page_level = tuple(a for a in assignments if a.obj not in owned)
-        state_level = tuple(a for a in assignments if a.obj in owned)
-        recompute = {a.block for a in assignments if a.path == "recompute"}
+        assignments = [Assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
+        page_level = tuple(a for a in assignments if a.obj not in owned) if owned else tuple(assignments)
+        state_level = tuple(a for a in assignments if a.obj in owned) if owned else ()
+        recompute, prefetch, compress = set(), set(), set()
+        for p, _, pid, path in chosen:
+            if path == "recompute":
+                recompute.add(p)
+            elif path == "prefetch":
+                prefetch.add(pid)
+            elif path == "compress":
+                compress.add(pid)
         rtokens = sum(min((p + 1) * self.C, target) - p * self.C for p in recompute)
-        prefetch = {a.page for a in assignments if a.path == "prefetch"}
-        compress = {a.page for a in assignments if a.path == "compress"}
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
         return RecoveryPlan(hit.tokens, eff, target, pages, page_level, in_place, rtokens,
-                            len(prefetch) * page_bytes, len(prefetch), len(compress), dict(missing),
+                            len(prefetch) * page_bytes, len(prefetch), len(compress), missing,
                             self.states.path(pages, target, owner), state_level)

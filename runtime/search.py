@@ -131,10 +131,23 @@ class HitSearch:
 
     def needed_pages(self, k: int, npages: int, pos: int) -> list[int]:
         """Blocks ``p < npages`` whose object ``k`` is needed for a hit at ``pos``."""
+        return self.needed_blocks(npages, pos)[k]
+
+    def needed_blocks(self, npages: int, pos: int) -> list[list[int]]:
+        """``needed_pages(k, npages, pos)`` for every object ``k``, in object order (the last block
+        that can be needed found once)."""
         top = min(npages, self._last_page(npages, pos) + 1)
-        if self.profiles is not None:
-            return [p for a, b in self._spans(k, top, pos) for p in range(a, b)]
-        return [p for p in range(top) if self.needed(k, p, pos)]
+        if self.profiles is None:
+            return [[p for p in range(top) if self.needed(k, p, pos)] for k in range(len(self.objects))]
+        c, out = self.page_size, []
+        for obj in self.objects:
+            blocks: list[int] = []
+            for lo, hi in reversed(self.profiles[obj]):  # disjoint, ascending in d: their blocks disjoint, descending
+                a, b = max(0, -((hi - pos) // c)), min(top, (pos - lo) // c + 1)
+                if a < b:
+                    blocks += range(a, b)
+            out.append(blocks)
+        return out
 
     def _spans(self, k: int, top: int, pos: int) -> list[tuple[int, int]]:
         """The blocks ``p < top`` whose object ``k`` is needed at ``pos``, read off the profile as

@@ -167,8 +167,9 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     pairs = search.blocking(masks, nominal, direct=True)
     assert search.blocked(masks, nominal) == sorted({k for k, _ in pairs})
     assert search.blocked(np.asarray(masks, dtype=np.int64), nominal) == sorted({k for k, _ in pairs})
+    every = search.needed_blocks(len(masks), nominal)
     for k in range(len(search.objects)):
-        assert search.needed_pages(k, len(masks), nominal) == [
+        assert search.needed_pages(k, len(masks), nominal) == every[k] == [
             p for p in range(len(masks)) if search.needed(k, p, nominal, direct=True)]
 
 
