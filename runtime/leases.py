@@ -106,17 +106,22 @@ class LeaseBook:
         """Unpin every page of the lease; collect what nothing holds any more."""
         pipe = self.pipe
         pinned = lease.pinned_ids
-        counts = self.store.varrays[LPIN][(lease.reader, pinned)]
-        if len(counts) and _MAX(counts) <= 1:  # the reader's only lease on every page (the common case)
-            more, last = pinned[:0], pinned
+        if len(pinned) == 1:  # one page (most leases): one scalar read, one firing
+            pid = int(pinned[0])
+            pipe.fire("release" if self.store.varrays[LPIN][(lease.reader, pid)] > 1 else "release_last",
+                      lease.reader, pid)
         else:
-            more, last = pinned[counts > 1], pinned[counts <= 1]
-        both = bool(len(more)) and bool(len(last))
-        with pipe.atomic() if both else nullcontext():
-            if len(more):
-                fire_pages(pipe, "release", lease.reader, more)
-            if len(last):
-                fire_pages(pipe, "release_last", lease.reader, last)
+            counts = self.store.varrays[LPIN][(lease.reader, pinned)]
+            if len(counts) and _MAX(counts) <= 1:  # the reader's only lease on every page (the common case)
+                more, last = pinned[:0], pinned
+            else:
+                more, last = pinned[counts > 1], pinned[counts <= 1]
+            both = bool(len(more)) and bool(len(last))
+            with pipe.atomic() if both else nullcontext():
+                if len(more):
+                    fire_pages(pipe, "release", lease.reader, more)
+                if len(last):
+                    fire_pages(pipe, "release_last", lease.reader, last)
         lease.released = True
         del self.leases[lease.lease_id]
         reader = self.readers.by_rid.get(lease.reader)

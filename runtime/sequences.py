@@ -19,8 +19,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from morphcache.spec.vector import one_of
-
 from .binding import BLOCK, LPIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
@@ -51,7 +49,7 @@ class Sequences:
         self.store = pipe.store
         self.C = config.page_size
         codes = pipe.cspec.codes
-        self._sealed_codes = np.array([codes[TAIL]["sealed"], codes[TAIL]["released"]], dtype=np.int64)
+        self._sealed_codes = (codes[TAIL]["sealed"], codes[TAIL]["released"])
         self._pooled = codes[POOL]["pooled"]
         self.writer = PageWriter(pipe, pages, readers, index, storage, tiers, morph, seam, config)
         self.step = DecodeStep(pipe, pages, storage, self.writer, morph, seam, config)
@@ -100,7 +98,8 @@ class Sequences:
         self.seam.holders(pids, -1, block)
         if self.config.auto_admit and block:
             store = self.store
-            sealed = one_of(store.vecs[TAIL][pids], self._sealed_codes) & (store.vecs[POOL][pids] != self._pooled)
+            tail, (done, released) = store.vecs[TAIL][pids], self._sealed_codes  # (two codes: two compares)
+            sealed = ((tail == done) | (tail == released)) & (store.vecs[POOL][pids] != self._pooled)
             for pid in pids[sealed].tolist():
                 if pid in records:
                     self.morph.admit(pid)
