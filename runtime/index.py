@@ -359,6 +359,7 @@ class PrefixIndex:
                 h = int(keys[k - 1]) if k else ROOT_HASH
             elif walked:
                 hit = np.array(walked, dtype=np.int64)
+                hit.flags.writeable = False  # (owned and read-only: a lease of the whole pages shares it)
             if len(hit):
                 last = int(hit[-1])
         i = len(hit) * c

@@ -188,7 +188,7 @@ class Lookups:
             n = pos % self.C
             partial = PartialSnapshot(nfull, src, tuple(rec.token_ids[:n]),
                                       self.storage.data.read_prefix(rec.gpu_slot, n))
-        return self.leases.acquire(reader, ids[:nfull], pos, partial)
+        return self.leases.acquire(reader, hit.ids if nfull == len(hit.ids) else ids[:nfull], pos, partial)
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:
