@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from morphcache.spec.expr import Expr
-from morphcache.spec.pycode import compile_source, source
+from morphcache.spec.pycode import source
 
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
@@ -67,6 +67,36 @@ def mask_function(ready: Sequence[Expr]) -> MaskFn:
     return fn
 
 
+ChooseFn = Callable[[Iterable[int], dict[str, Any], Mapping[str, Any]], list[str | None]]
+
+
+def path_function(conditions: Mapping[str, Expr]) -> ChooseFn:
+    """``choose(pids, names, arrays)``: each page's one recovery path whose condition holds (None when
+    none or several do: ``choose_path`` then says which) in one generated loop, each condition's
+    generated source inlined::
+
+        def _choose(pids, n, a):
+            out = []
+            for p in pids:
+                n['p'] = p
+                k, got = 0, None
+                if <condition of path 1>:   n['p'] read as p
+                    k, got = k + 1, 'path 1'
+                ...
+                out.append(got if k == 1 else None)
+            return out
+    """
+    lines = ["def _choose(pids, n, a):", "    out = []", "    for p in pids:", "        n['p'] = p",
+             "        k, got = 0, None"]
+    for path, cond in conditions.items():
+        lines += [f"        if {source(cond).replace(_NAMED_PAGE, 'p')}:", f"            k, got = k + 1, {path!r}"]
+    lines += ["        out.append(got if k == 1 else None)", "    return out", ""]
+    scope: dict[str, Any] = {}
+    exec(compile("\n".join(lines), "<recovery paths>", "exec"), scope)  # noqa: S102 - source generated from the IR
+    fn: ChooseFn = scope["_choose"]
+    return fn
+
+
 def pack_bytes(words: np.ndarray) -> np.ndarray:
     """Bit k of each result is byte k of the word (each byte 0 or 1): one multiply and one shift.
 
@@ -100,7 +130,7 @@ class Lookups:
         self._weights = np.array([1 << k for k in range(len(self.objects))], dtype=np.int64)  # bit k of a mask
         self.states: RecurrentPart = NoRecurrentState()  # the recurrent part (parts.py wires it)
         self._fused = mask_function([lk.ir[obj][0] for obj in self.objects])  # the fast path's readiness and paths
-        self._paths = {obj: {path: compile_source(c) for path, c in lk.ir[obj][1].items()} for obj in self.objects}
+        self._choose = {obj: path_function(lk.ir[obj][1]) for obj in self.objects}
 
     # -- readiness --------------------------------------------------------------------------------
     def masks(self, pids: Sequence[int] | np.ndarray, vector: bool = True) -> Any:
@@ -194,7 +224,8 @@ class Lookups:
              ) -> RecoveryPlan:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages
-        recovery = self._paths if self.config.fast else self.cspec.lookup.recovery
+        recovery = self.cspec.lookup.recovery
+        fast = self.config.fast
         names, arrays = dict(self._names), self.store.arrays
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
         chosen: list[tuple[int, str, int, str]] = []  # (block, object, page, path): sorted as assignments are
@@ -209,12 +240,13 @@ class Lookups:
                 continue
             missing[obj] = len(unready)
             conditions = recovery[obj]
-            paths = list(conditions.items())
-            for p in unready:
-                pid = names["p"] = pages[p]
-                holding = [path for path, fn in paths if fn(names, arrays)]
-                chosen.append((p, obj, pid, holding[0] if len(holding) == 1 else
-                               choose_path(obj, pid, p, conditions, names, arrays)))  # (raises DiversionError)
+            pids = [pages[p] for p in unready]
+            got = self._choose[obj](pids, names, arrays) if fast else [None] * len(pids)  # (the general path:
+            for p, pid, path in zip(unready, pids, got, strict=True):                  # the closures)
+                if path is None:  # DiversionError when not exactly one holds
+                    names["p"] = pid
+                    path = choose_path(obj, pid, p, conditions, names, arrays)
+                chosen.append((p, obj, pid, path))
         chosen.sort()  # by block, then object: (block, object) is unique
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
         assignments = [Assignment(pid, p, obj, path) for p, obj, pid, path in chosen]

@@ -207,17 +207,16 @@ class HitSearch:
             if isinstance(masks, np.ndarray):  # only the pages not ready for an upward object, found at once
                 failing: Iterable[int] = ((masks & bits) != bits).nonzero()[0].tolist()
             else:
-                failing = range(npages)
-            for p in failing:
+                failing = [p for p, mask in enumerate(masks) if mask & bits != bits]
+            for p in failing:  # (each not ready for some upward object)
                 mask = int(masks[p])
-                if mask & bits != bits:
-                    for item in pending[:]:
-                        k, lo = item
-                        if not (mask >> k) & 1:
-                            x = min(x, p * c + lo - 1)
-                            pending.remove(item)
-                    if not pending:
-                        break
+                for item in pending[:]:
+                    k, lo = item
+                    if not (mask >> k) & 1:
+                        x = min(x, p * c + lo - 1)
+                        pending.remove(item)
+                if not pending:
+                    break
             for _, lo in pending:  # pages past the chain are never ready
                 x = min(x, npages * c + lo - 1)
         full = self.full
