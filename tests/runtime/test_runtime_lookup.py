@@ -213,7 +213,8 @@ def test_the_generated_path_loop_picks_what_the_conditions_pick(columns: list[tu
     cs = CompiledSpec(load_spec(SHIPPED_SPEC), small_config().spec_constants(load_spec(SHIPPED_SPEC).constants))
     lk = cs.lookup
     read = sorted({"compressed", "tail", "indexer", "igen", "cgen", "window", "tier", "copied", "checked", "verified"})
-    arrays = {name: {p: row[i] % (2 if name in ("copied", "checked", "verified") else 6) for p, row in enumerate(columns)}
+    flags = ("copied", "checked", "verified")
+    arrays = {name: {p: row[i] % (2 if name in flags else 6) for p, row in enumerate(columns)}
               for i, name in enumerate(read)}
     pids = list(range(len(columns)))
     for obj in lk.objects:
