@@ -69,10 +69,12 @@ class Sequences:
         reader.session, reader.task = session, task
         def events(pending: list[Pending]) -> None:
             self.pipe.fire("register", reader.rid)
-            self.writer.events(reader, 0, tokens, kinds, pending)
+            if len(tokens):  # (no tokens: no page to open, nothing to write)
+                self.writer.events(reader, 0, tokens, kinds, pending)
 
         try:
-            self.writer.room(reader, 0, len(tokens))
+            if len(tokens):
+                self.writer.room(reader, 0, len(tokens))
             self.writer.transaction(events)
         except BaseException:
             self.readers.retire_if_idle(reader)
