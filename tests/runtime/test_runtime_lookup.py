@@ -170,7 +170,7 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     assert search.blocked(np.asarray(masks, dtype=np.int64), nominal) == sorted({k for k, _ in pairs})
     every = search.needed_blocks(len(masks), nominal)
     for k in range(len(search.objects)):
-        assert search.needed_pages(k, len(masks), nominal) == every[k] == [
+        assert search.needed_pages(k, len(masks), nominal) == list(every[k]) == [
             p for p in range(len(masks)) if search.needed(k, p, nominal, direct=True)]
 
 
