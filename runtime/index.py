@@ -55,6 +55,7 @@ NO_PAGES = np.zeros(0, dtype=np.int64)  # a hit of no whole page
 NO_PAGES.flags.writeable = False
 NO_CLASS = (1 << 64) - 1  # the class of the row an id of -1 reads (its parent class, one less, is no page's either)
 WALK_PAGES = 8  # a request's first pages walked one at a time in Python (most hits are this short); longer: numpy
+WALK_UP_TO = 256  # requests of more whole pages go to the vector pass straight (its fixed cost is small beside theirs)
 
 
 def token_array(tokens: Sequence[int]) -> array[int]:
@@ -340,18 +341,20 @@ class PrefixIndex:
     def nominal(self, tokens: Sequence[int], limit: int | None = None) -> NominalHit:
         """The longest cached prefix of ``tokens`` (at most ``limit`` tokens), every whole page verified.
 
-        The first ``WALK_PAGES`` whole pages are walked one at a time (``_walk``: a page's key, its
-        indexed page, its row and chain class, stopping at the first page that fails), which is all
-        most lookups need; a request whose walk verifies them all is keyed and verified whole by the
-        vector pass (``chain_keys``, the key table, ``SealedRows.verified``), which gives the same pages."""
+        The first ``WALK_PAGES`` whole pages of a request of at most ``WALK_UP_TO`` are walked one at a
+        time (``_walk``: a page's key, its indexed page, its row and chain class, stopping at the first
+        page that fails), which is all most lookups need; a longer request, or one whose walk verifies
+        them all, is keyed and verified whole by the vector pass (``chain_keys``, the key table,
+        ``SealedRows.verified``), which gives the same pages."""
         c = self.page_size
         n = len(tokens) if limit is None else min(limit, len(tokens))
         h, last, hit = ROOT_HASH, -1, NO_PAGES
         whole = n // c
         if whole and self.by_hash:
             toks = token_array(tokens)
-            walked, h = self._walk(toks, min(whole, WALK_PAGES))
-            if len(walked) == WALK_PAGES and whole > WALK_PAGES:
+            walk = min(whole, WALK_PAGES) if whole <= WALK_UP_TO else 0
+            walked, h = self._walk(toks, walk)
+            if len(walked) == walk and whole > walk:
                 rows, keys = self._keys(toks, whole)
                 ids = self.table.candidates(keys)
                 k = self.sealed.verified(ids, rows, self.scratch)
