@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 NOBODY, MANY = -1, -2
+SCALAR_UP_TO = 48  # a reindex of at most this many pages updates the slots one by one (numpy's fixed cost is more)
 
 
 class Holders:
@@ -98,9 +99,25 @@ class Holders:
     def reindex(self, rid: int, pids: Any, olds: Any, values: Any, init: int) -> None:
         """After reader ``rid``'s entries at ``pids`` went from ``olds`` to ``values`` (arrays or lists;
         ``values`` may be one int for all)."""
-        if len(pids) <= 8:  # a page or two: scalar updates cost less than numpy's fixed cost
-            vals = [values] * len(pids) if isinstance(values, int) else values
-            for pid, old, value in zip(_ints(pids), _ints(olds), _ints(vals), strict=True):
+        if len(pids) <= SCALAR_UP_TO:  # a block table or two: scalar updates cost less than numpy's fixed cost
+            slots = self.slots
+            if isinstance(values, int):  # one value for all (a batch's write): only the pages it moved
+                if values == init:
+                    for pid, old in zip(_ints(pids), _ints(olds), strict=True):
+                        if old != init:
+                            if slots[pid] == rid:
+                                slots[pid] = NOBODY
+                            else:
+                                self.unhold(pid, rid)
+                else:
+                    for pid, old in zip(_ints(pids), _ints(olds), strict=True):
+                        if old == init:
+                            if slots[pid] == NOBODY:
+                                slots[pid] = rid
+                            else:
+                                self.hold(pid, rid)
+                return
+            for pid, old, value in zip(_ints(pids), _ints(olds), _ints(values), strict=True):
                 if (old == init) != (value == init):
                     (self.unhold if value == init else self.hold)(pid, rid)
             return

@@ -43,7 +43,8 @@ from functools import cached_property
 
 import numpy as np
 
-from .chainhash import ROOT_HASH, chain_hash, chain_keys
+from . import chainhash
+from .chainhash import MASK, ROOT_HASH, K, chain_hash, chain_keys
 from .continuations import Continuations
 from .keytable import KeyTable
 
@@ -53,6 +54,8 @@ UNSEALED, ROOT_CLASS = 0, 1  # chain classes (uint64): a page's is at least 2
 NO_PAGES = np.zeros(0, dtype=np.int64)  # a hit of no whole page
 NO_PAGES.flags.writeable = False
 NO_CLASS = (1 << 64) - 1  # the class of the row an id of -1 reads (its parent class, one less, is no page's either)
+WALK_PAGES = 8  # a request's first pages walked one at a time in Python (most hits are this short); longer: numpy
+WALK_UP_TO = 256  # requests of more whole pages go to the vector pass straight (its fixed cost is small beside theirs)
 
 
 def token_array(tokens: Sequence[int]) -> array[int]:
@@ -350,17 +353,32 @@ class PrefixIndex:
         return rows, chain_keys(rows)
 
     def nominal(self, tokens: Sequence[int], limit: int | None = None) -> NominalHit:
-        """The longest cached prefix of ``tokens`` (at most ``limit`` tokens), every whole page verified."""
+        """The longest cached prefix of ``tokens`` (at most ``limit`` tokens), every whole page verified.
+
+        The first ``WALK_PAGES`` whole pages of a request of at most ``WALK_UP_TO`` are walked one at a
+        time (``_walk``: a page's key, its indexed page, its row and chain class, stopping at the first
+        page that fails), which is all most lookups need; a longer request, or one whose walk verifies
+        them all, is keyed and verified whole by the vector pass (``chain_keys``, the key table,
+        ``SealedRows.verified``), which gives the same pages."""
         c = self.page_size
         n = len(tokens) if limit is None else min(limit, len(tokens))
         h, last, hit = ROOT_HASH, -1, NO_PAGES
-        if n >= c and self.by_hash:
-            rows, keys = self._keys(token_array(tokens), n // c)
-            ids = self.table.candidates(keys)
-            k = self.sealed.verified(ids, rows, self.scratch)
-            if k:
+        whole = n // c
+        if whole and self.by_hash:
+            toks = token_array(tokens)
+            walk = min(whole, WALK_PAGES) if whole <= WALK_UP_TO else 0
+            walked, h = self._walk(toks, walk)
+            if len(walked) == walk and whole > walk:
+                rows, keys = self._keys(toks, whole)
+                ids = self.table.candidates(keys)
+                k = self.sealed.verified(ids, rows, self.scratch)
                 hit = ids[:k]
-                h, last = int(keys[k - 1]), int(hit[-1])
+                h = int(keys[k - 1]) if k else ROOT_HASH
+            elif walked:
+                hit = np.array(walked, dtype=np.int64)
+                hit.flags.writeable = False  # (owned and read-only: a lease of the whole pages shares it)
+            if len(hit):
+                last = int(hit[-1])
         i = len(hit) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
@@ -377,6 +395,29 @@ class PrefixIndex:
             if m > best_len or (m == best_len and best is not None and info[pid][2] < info[best][2]):
                 best, best_len = pid, m  # the longest match, the first opened of equals
         return NominalHit(hit, best, best_len, i + best_len)
+
+    def _walk(self, tokens: array[int], pages: int) -> tuple[list[int], int]:
+        """The verified pages among the first ``pages`` whole pages of ``tokens``, one at a time, and the
+        chain key of the last (the root's if none): what the vector pass finds there, page by page::
+
+            key[i]   = K * key[i-1] + digest(page i)       (mod 2**64; key[-1] = ROOT_HASH: chain_hash)
+            page i   = by_hash[key[i]], accepted when its row holds the request's page i and its
+                       parent class is the class of page i-1 (the root's at block 0); else the walk ends
+        """
+        c = self.page_size
+        digest, by_hash, sealed = chainhash.page_digest, self.by_hash, self.sealed
+        rows, cls, pcls = sealed.rows, sealed.cls, sealed.pcls
+        size = len(cls) - 1  # (a page past the rows has none: never sealed)
+        h, parent, out = ROOT_HASH, ROOT_CLASS, []
+        for i in range(pages):
+            page = tokens[i * c:(i + 1) * c]
+            key = (K * h + digest(page)) & MASK
+            pid = by_hash.get(key, size)
+            if pid >= size or pcls[pid] != parent or rows[pid].tobytes() != page.tobytes():
+                break
+            out.append(pid)
+            h, parent = key, int(cls[pid])
+        return out, h
 
     def _continues(self, pid: int, last: int) -> bool:
         """Whether page ``pid`` continues exactly the prefix ending with sealed page ``last``."""

@@ -32,6 +32,15 @@ from .tiers import Storage
 _MAX = np.maximum.reduce  # (the ufunc's reduction: no Python wrapper)
 
 
+def fire_pages(pipe: Pipeline, name: str, rid: int, pids: np.ndarray) -> None:
+    """``name`` for reader ``rid`` on each of ``pids`` (distinct), all or none: one batch, or the one
+    firing (all or none by itself) when there is one page, as most leases a lookup takes have."""
+    if len(pids) == 1:
+        pipe.fire(name, rid, int(pids[0]))
+    else:
+        pipe.fire_batch(name, rid, pids, distinct=True)
+
+
 class LeaseBook:
     """Every live lease of one manager."""
 
@@ -54,7 +63,7 @@ class LeaseBook:
         both = bool(len(ids)) and tail is not None  # one batch alone is all or nothing already
         with pipe.atomic() if both else nullcontext():
             if len(ids):
-                pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
+                fire_pages(pipe, "acquire", reader.rid, ids)
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
         gens = self.store.vecs[GEN][ids]
@@ -97,17 +106,22 @@ class LeaseBook:
         """Unpin every page of the lease; collect what nothing holds any more."""
         pipe = self.pipe
         pinned = lease.pinned_ids
-        counts = self.store.varrays[LPIN][(lease.reader, pinned)]
-        if len(counts) and _MAX(counts) <= 1:  # the reader's only lease on every page (the common case)
-            more, last = pinned[:0], pinned
+        if len(pinned) == 1:  # one page (most leases): one scalar read, one firing
+            pid = int(pinned[0])
+            pipe.fire("release" if self.store.varrays[LPIN][(lease.reader, pid)] > 1 else "release_last",
+                      lease.reader, pid)
         else:
-            more, last = pinned[counts > 1], pinned[counts <= 1]
-        both = bool(len(more)) and bool(len(last))
-        with pipe.atomic() if both else nullcontext():
-            if len(more):
-                pipe.fire_batch("release", lease.reader, more, distinct=True)
-            if len(last):
-                pipe.fire_batch("release_last", lease.reader, last, distinct=True)
+            counts = self.store.varrays[LPIN][(lease.reader, pinned)]
+            if len(counts) and _MAX(counts) <= 1:  # the reader's only lease on every page (the common case)
+                more, last = pinned[:0], pinned
+            else:
+                more, last = pinned[counts > 1], pinned[counts <= 1]
+            both = bool(len(more)) and bool(len(last))
+            with pipe.atomic() if both else nullcontext():
+                if len(more):
+                    fire_pages(pipe, "release", lease.reader, more)
+                if len(last):
+                    fire_pages(pipe, "release_last", lease.reader, last)
         lease.released = True
         del self.leases[lease.lease_id]
         reader = self.readers.by_rid.get(lease.reader)

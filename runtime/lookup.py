@@ -12,14 +12,13 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from morphcache.spec.expr import Expr
-from morphcache.spec.pycode import compile_source, source
+from morphcache.spec.pycode import source
 
 from .compiler import CompiledSpec
 from .config import RuntimeConfig
@@ -68,6 +67,36 @@ def mask_function(ready: Sequence[Expr]) -> MaskFn:
     return fn
 
 
+ChooseFn = Callable[[Iterable[int], dict[str, Any], Mapping[str, Any]], list[str | None]]
+
+
+def path_function(conditions: Mapping[str, Expr]) -> ChooseFn:
+    """``choose(pids, names, arrays)``: each page's one recovery path whose condition holds (None when
+    none or several do: ``choose_path`` then says which) in one generated loop, each condition's
+    generated source inlined::
+
+        def _choose(pids, n, a):
+            out = []
+            for p in pids:
+                n['p'] = p
+                k, got = 0, None
+                if <condition of path 1>:   n['p'] read as p
+                    k, got = k + 1, 'path 1'
+                ...
+                out.append(got if k == 1 else None)
+            return out
+    """
+    lines = ["def _choose(pids, n, a):", "    out = []", "    for p in pids:", "        n['p'] = p",
+             "        k, got = 0, None"]
+    for path, cond in conditions.items():
+        lines += [f"        if {source(cond).replace(_NAMED_PAGE, 'p')}:", f"            k, got = k + 1, {path!r}"]
+    lines += ["        out.append(got if k == 1 else None)", "    return out", ""]
+    scope: dict[str, Any] = {}
+    exec(compile("\n".join(lines), "<recovery paths>", "exec"), scope)  # noqa: S102 - source generated from the IR
+    fn: ChooseFn = scope["_choose"]
+    return fn
+
+
 def pack_bytes(words: np.ndarray) -> np.ndarray:
     """Bit k of each result is byte k of the word (each byte 0 or 1): one multiply and one shift.
 
@@ -101,7 +130,7 @@ class Lookups:
         self._weights = np.array([1 << k for k in range(len(self.objects))], dtype=np.int64)  # bit k of a mask
         self.states: RecurrentPart = NoRecurrentState()  # the recurrent part (parts.py wires it)
         self._fused = mask_function([lk.ir[obj][0] for obj in self.objects])  # the fast path's readiness and paths
-        self._paths = {obj: {path: compile_source(c) for path, c in lk.ir[obj][1].items()} for obj in self.objects}
+        self._choose = {obj: path_function(lk.ir[obj][1]) for obj in self.objects}
 
     # -- readiness --------------------------------------------------------------------------------
     def masks(self, pids: Sequence[int] | np.ndarray, vector: bool = True) -> Any:
@@ -189,41 +218,50 @@ class Lookups:
             n = pos % self.C
             partial = PartialSnapshot(nfull, src, tuple(rec.token_ids[:n]),
                                       self.storage.data.read_prefix(rec.gpu_slot, n))
-        return self.leases.acquire(reader, ids[:nfull], pos, partial)
+        return self.leases.acquire(reader, hit.ids if nfull == len(hit.ids) else ids[:nfull], pos, partial)
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages
-        lk = self.cspec.lookup
-        recovery = self._paths if self.config.fast else lk.recovery
+        recovery = self.cspec.lookup.recovery
+        fast = self.config.fast
         names, arrays = dict(self._names), self.store.arrays
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
-        assignments: list[Assignment] = []
+        chosen: list[tuple[int, str, int, str]] = []  # (block, object, page, path): sorted as assignments are
         in_place = 0
-        missing: Counter[str] = Counter()
-        for k, obj in enumerate(self.objects):
+        missing: dict[str, int] = {}
+        for k, (obj, needed) in enumerate(zip(self.objects, self.search.needed_blocks(len(pages), target),
+                                              strict=True)):
             bit = 1 << k
-            needed = self.search.needed_pages(k, len(pages), target)
             unready = [p for p in needed if not ready[p] & bit]
             in_place += len(needed) - len(unready)
             if not unready:
                 continue
-            missing[obj] += len(unready)
+            missing[obj] = len(unready)
             conditions = recovery[obj]
-            for p in unready:
-                pid = pages[p]
-                names["p"] = pid
-                assignments.append(Assignment(pid, p, obj, choose_path(obj, pid, p, conditions, names, arrays)))
-        assignments.sort(key=lambda a: (a.block, a.obj))
+            pids = [pages[p] for p in unready]
+            got = self._choose[obj](pids, names, arrays) if fast else [None] * len(pids)  # (the general path:
+            for p, pid, path in zip(unready, pids, got, strict=True):                  # the closures)
+                if path is None:  # DiversionError when not exactly one holds
+                    names["p"] = pid
+                    path = choose_path(obj, pid, p, conditions, names, arrays)
+                chosen.append((p, obj, pid, path))
+        chosen.sort()  # by block, then object: (block, object) is unique
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
-        page_level = tuple(a for a in assignments if a.obj not in owned)
-        state_level = tuple(a for a in assignments if a.obj in owned)
-        recompute = {a.block for a in assignments if a.path == "recompute"}
+        assignments = [Assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
+        page_level = tuple(a for a in assignments if a.obj not in owned) if owned else tuple(assignments)
+        state_level = tuple(a for a in assignments if a.obj in owned) if owned else ()
+        recompute, prefetch, compress = set(), set(), set()
+        for p, _, pid, path in chosen:
+            if path == "recompute":
+                recompute.add(p)
+            elif path == "prefetch":
+                prefetch.add(pid)
+            elif path == "compress":
+                compress.add(pid)
         rtokens = sum(min((p + 1) * self.C, target) - p * self.C for p in recompute)
-        prefetch = {a.page for a in assignments if a.path == "prefetch"}
-        compress = {a.page for a in assignments if a.path == "compress"}
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
         return RecoveryPlan(hit.tokens, eff, target, pages, page_level, in_place, rtokens,
-                            len(prefetch) * page_bytes, len(prefetch), len(compress), dict(missing),
+                            len(prefetch) * page_bytes, len(prefetch), len(compress), missing,
                             self.states.path(pages, target, owner), state_level)

@@ -18,6 +18,9 @@ not monotonic in ``pos`` (an expired window forbids a band, not a suffix), so th
 from the top, not cut at the first gap.  The profile is only used when sampling shows it is the same
 for every page (translation-covariant) and constant beyond the sampled range; otherwise the search
 evaluates ``needed`` at every position (slow, exact).
+
+The module is a little longer than most: the profile, the search over it and the brute-force oracle
+the tests hold it to read best together.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from .irtools import free_names
 BIG = 1 << 62
 Interval = tuple[int, int]
 _SAMPLE_PAGES = (0, 1, 2, 3, 5, 8, 13)
+NEEDED_KEPT = 4096  # needed blocks kept for this many (pages, position) pairs
 
 
 def _runs(values: list[bool], lo_off: int) -> list[Interval]:
@@ -107,6 +111,7 @@ class HitSearch:
         self._upward_bits = sum({1 << k for k, _ in self._upward})
         self._bounded = [(k, lo, hi) for k, lo, hi in items if hi < BIG]
         self._max_hi = max((hi for _, _, hi in self._bounded), default=0)
+        self._needed: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
 
     # -- needed -----------------------------------------------------------------------------------
     def needed(self, k: int, p: int, pos: int, direct: bool = False) -> bool:
@@ -131,10 +136,31 @@ class HitSearch:
 
     def needed_pages(self, k: int, npages: int, pos: int) -> list[int]:
         """Blocks ``p < npages`` whose object ``k`` is needed for a hit at ``pos``."""
+        return list(self.needed_blocks(npages, pos)[k])
+
+    def needed_blocks(self, npages: int, pos: int) -> tuple[tuple[int, ...], ...]:
+        """``needed_pages(k, npages, pos)`` for every object ``k``, in object order (the last block
+        that can be needed found once; kept by ``(npages, pos)``: most plans of a workload ask few)."""
+        got = self._needed.get((npages, pos))
+        if got is not None:
+            return got
         top = min(npages, self._last_page(npages, pos) + 1)
-        if self.profiles is not None:
-            return [p for a, b in self._spans(k, top, pos) for p in range(a, b)]
-        return [p for p in range(top) if self.needed(k, p, pos)]
+        if self.profiles is None:
+            got = tuple(tuple(p for p in range(top) if self.needed(k, p, pos)) for k in range(len(self.objects)))
+        else:
+            c, out = self.page_size, []
+            for obj in self.objects:
+                blocks: list[int] = []
+                for lo, hi in reversed(self.profiles[obj]):  # disjoint, ascending in d: blocks disjoint, descending
+                    a, b = max(0, -((hi - pos) // c)), min(top, (pos - lo) // c + 1)
+                    if a < b:
+                        blocks += range(a, b)
+                out.append(tuple(blocks))
+            got = tuple(out)
+        if len(self._needed) >= NEEDED_KEPT:
+            self._needed.clear()
+        self._needed[(npages, pos)] = got
+        return got
 
     def _spans(self, k: int, top: int, pos: int) -> list[tuple[int, int]]:
         """The blocks ``p < top`` whose object ``k`` is needed at ``pos``, read off the profile as
@@ -194,17 +220,16 @@ class HitSearch:
             if isinstance(masks, np.ndarray):  # only the pages not ready for an upward object, found at once
                 failing: Iterable[int] = ((masks & bits) != bits).nonzero()[0].tolist()
             else:
-                failing = range(npages)
-            for p in failing:
+                failing = [p for p, mask in enumerate(masks) if mask & bits != bits]
+            for p in failing:  # (each not ready for some upward object)
                 mask = int(masks[p])
-                if mask & bits != bits:
-                    for item in pending[:]:
-                        k, lo = item
-                        if not (mask >> k) & 1:
-                            x = min(x, p * c + lo - 1)
-                            pending.remove(item)
-                    if not pending:
-                        break
+                for item in pending[:]:
+                    k, lo = item
+                    if not (mask >> k) & 1:
+                        x = min(x, p * c + lo - 1)
+                        pending.remove(item)
+                if not pending:
+                    break
             for _, lo in pending:  # pages past the chain are never ready
                 x = min(x, npages * c + lo - 1)
         full = self.full

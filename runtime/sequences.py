@@ -19,8 +19,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from morphcache.spec.vector import one_of
-
 from .binding import BLOCK, LPIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
@@ -29,6 +27,7 @@ from .errors import BadInputError, DuplicateSequenceError, MorphcacheError
 from .index import PrefixIndex
 from .inputs import Spans, token_types
 from .lease import Lease
+from .leases import fire_pages
 from .morphology import Morphology
 from .pages import PageDirectory
 from .pagewriter import PageWriter, Pending
@@ -50,7 +49,7 @@ class Sequences:
         self.store = pipe.store
         self.C = config.page_size
         codes = pipe.cspec.codes
-        self._sealed_codes = np.array([codes[TAIL]["sealed"], codes[TAIL]["released"]], dtype=np.int64)
+        self._sealed_codes = (codes[TAIL]["sealed"], codes[TAIL]["released"])
         self._pooled = codes[POOL]["pooled"]
         self.writer = PageWriter(pipe, pages, readers, index, storage, tiers, morph, seam, config)
         self.step = DecodeStep(pipe, pages, storage, self.writer, morph, seam, config)
@@ -70,10 +69,12 @@ class Sequences:
         reader.session, reader.task = session, task
         def events(pending: list[Pending]) -> None:
             self.pipe.fire("register", reader.rid)
-            self.writer.events(reader, 0, tokens, kinds, pending)
+            if len(tokens):  # (no tokens: no page to open, nothing to write)
+                self.writer.events(reader, 0, tokens, kinds, pending)
 
         try:
-            self.writer.room(reader, 0, len(tokens))
+            if len(tokens):
+                self.writer.room(reader, 0, len(tokens))
             self.writer.transaction(events)
         except BaseException:
             self.readers.retire_if_idle(reader)
@@ -88,7 +89,7 @@ class Sequences:
 
         def events(pending: list[Pending]) -> None:
             if block:
-                self.pipe.fire_batch("detach", reader.rid, pids, distinct=True)
+                fire_pages(self.pipe, "detach", reader.rid, pids)
             self.pipe.fire("free", reader.rid)
 
         self.writer.transaction(events)
@@ -99,7 +100,8 @@ class Sequences:
         self.seam.holders(pids, -1, block)
         if self.config.auto_admit and block:
             store = self.store
-            sealed = one_of(store.vecs[TAIL][pids], self._sealed_codes) & (store.vecs[POOL][pids] != self._pooled)
+            tail, (done, released) = store.vecs[TAIL][pids], self._sealed_codes  # (two codes: two compares)
+            sealed = ((tail == done) | (tail == released)) & (store.vecs[POOL][pids] != self._pooled)
             for pid in pids[sealed].tolist():
                 if pid in records:
                     self.morph.admit(pid)
@@ -175,8 +177,8 @@ class Sequences:
             if len(full):
                 pipe.fire("begin_attach", rid)
                 if not own:
-                    pipe.fire_batch("acquire", rid, full, distinct=True)
-                pipe.fire_batch("attach", rid, full, distinct=True)
+                    fire_pages(pipe, "acquire", rid, full)
+                fire_pages(pipe, "attach", rid, full)
                 if not own:
                     counts = self.store.varrays[LPIN].gather(rid, full)
                     more, last = full[counts > 1], full[counts <= 1]

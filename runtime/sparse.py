@@ -136,7 +136,11 @@ class RPView:
 
     def __getitem__(self, key: tuple[Any, Any]) -> Any:
         r, p = key
-        if isinstance(r, np.ndarray) or isinstance(p, np.ndarray):
+        if p.__class__ is int and r.__class__ is int:  # one pair (a generated plan's read): the dict row first
+            row = self.data.get(r)
+            if row:
+                return row.get(p, self.init)
+        elif isinstance(r, np.ndarray) or isinstance(p, np.ndarray):
             return self.gather(r, p)
         row = self.data.get(r)
         if row is None and self.only and r in self.only:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from morphcache.runtime import CacheManager, Miss, NeedsRecovery, Ready, chainhash
+from morphcache.runtime import index as index_module
 from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, chain_keys
 from morphcache.runtime.index import PrefixIndex, token_array
 from morphcache.runtime.keytable import KeyTable
@@ -243,3 +244,33 @@ def test_token_array_of_a_list_is_the_constructors(items: list[object]) -> None:
     except (TypeError, OverflowError) as exc:
         got = type(exc)
     assert got == want
+
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_the_walk_and_the_vector_pass_find_the_same_hit(make_manager: Callable[..., CacheManager],
+                                                        monkeypatch: pytest.MonkeyPatch, constant: bool) -> None:
+    """The first pages walked one at a time, the rest by the vector pass, or all of them either way:
+    the same nominal hit for every request of a workload of shared and colliding prefixes."""
+    if constant:
+        _constant_digest(monkeypatch, 13)
+    m = make_manager(gpu_pages=96, pool_capacity=64, host_pages=32)
+    index = m.parts.index
+    rng = random.Random(11)
+    served = 0
+    vocab = [[rng.randrange(3) for _ in range(4)] for _ in range(3)]
+    for i in range(60):
+        prompt = [t for _ in range(rng.randrange(1, 9)) for t in rng.choice(vocab)]
+        prompt += [rng.randrange(3)] * rng.randrange(3)
+        for limit in (None, rng.randrange(len(prompt) + 1)):
+            answers = set()
+            for walk in (0, 1, 2, 5, 1 << 30):  # 0: the vector pass alone; 1 << 30: the walk alone
+                monkeypatch.setattr(index_module, "WALK_PAGES", walk)
+                hit = index.nominal(token_array(prompt), limit)
+                answers.add((hit.full, hit.partial, hit.partial_len, hit.tokens))
+            assert len(answers) == 1, (i, limit, answers)
+            served += len(hit.full)
+        m.register(f"s{i}", prompt)
+        if i % 3:
+            m.free(f"s{i}")
+    m.check_integrity()
+    assert served > 40  # many whole pages served

@@ -14,7 +14,8 @@ from rt_helpers import small_config, spec_variant, toks
 from morphcache.runtime import SHIPPED_SPEC, CacheManager, DiversionError, Miss, NeedsRecovery, Ready
 from morphcache.runtime.compiler import CompiledSpec
 from morphcache.runtime.errors import MorphcacheError
-from morphcache.runtime.lookup import VECTOR_FROM, pack_bytes
+from morphcache.runtime.lookup import VECTOR_FROM, pack_bytes, path_function
+from morphcache.runtime.plan import choose_path
 from morphcache.runtime.search import HitSearch
 from morphcache.spec.loader import load_spec
 
@@ -167,8 +168,9 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     pairs = search.blocking(masks, nominal, direct=True)
     assert search.blocked(masks, nominal) == sorted({k for k, _ in pairs})
     assert search.blocked(np.asarray(masks, dtype=np.int64), nominal) == sorted({k for k, _ in pairs})
+    every = search.needed_blocks(len(masks), nominal)
     for k in range(len(search.objects)):
-        assert search.needed_pages(k, len(masks), nominal) == [
+        assert search.needed_pages(k, len(masks), nominal) == list(every[k]) == [
             p for p in range(len(masks)) if search.needed(k, p, nominal, direct=True)]
 
 
@@ -201,3 +203,25 @@ def test_vector_masks_match_the_closures(seed: int) -> None:
         few = ids[:VECTOR_FROM - 1]  # a short hit: the generated loop against the closures
         assert lookups.masks(few) == lookups.masks(few, vector=False) == vector[:len(few)].tolist()
         assert len(set(vector.tolist())) > 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(*[st.integers(0, 5)] * 10), min_size=1, max_size=12))
+def test_the_generated_path_loop_picks_what_the_conditions_pick(columns: list[tuple[int, ...]]) -> None:
+    """Each page's recovery path from the one generated loop an object against ``choose_path`` over the
+    compiled conditions: the same path, or None where those raise DiversionError."""
+    cs = CompiledSpec(load_spec(SHIPPED_SPEC), small_config().spec_constants(load_spec(SHIPPED_SPEC).constants))
+    lk = cs.lookup
+    read = sorted({"compressed", "tail", "indexer", "igen", "cgen", "window", "tier", "copied", "checked", "verified"})
+    flags = ("copied", "checked", "verified")
+    arrays = {name: {p: row[i] % (2 if name in flags else 6) for p, row in enumerate(columns)}
+              for i, name in enumerate(read)}
+    pids = list(range(len(columns)))
+    for obj in lk.objects:
+        got = path_function(lk.ir[obj][1])(pids, {}, arrays)
+        for pid, path in zip(pids, got, strict=True):
+            try:
+                want: str | None = choose_path(obj, pid, pid, lk.recovery[obj], {"p": pid}, arrays)
+            except DiversionError:
+                want = None
+            assert path == want, (obj, pid, {k: v[pid] for k, v in arrays.items()})

@@ -153,28 +153,37 @@ hop = st.tuples(st.sampled_from(["hold", "unhold", "hold_many", "unhold_many"]),
 @settings(max_examples=80, deadline=None)
 @given(st.lists(hop, max_size=30))
 def test_holders_agree_with_a_set_per_page(ops) -> None:
-    """The reverse index (one slot a page, a set where shared) against a plain set per page."""
-    from morphcache.runtime.holders import Holders
+    """The reverse index (one slot a page, a set where shared) against a plain set per page; a batch's
+    reindex page by page (a short batch) and by array operations (a long one) alike."""
+    from morphcache.runtime import holders as module
 
-    h = Holders(4)
+    h, hv = module.Holders(4), module.Holders(4)
     h.grow(16)
+    hv.grow(16)
     model: dict[int, set[int]] = {q: set() for q in range(16)}
     for kind, rid, pids in ops:
         if kind == "hold":
             h.hold(pids[0], rid)
+            hv.hold(pids[0], rid)
             model[pids[0]].add(rid)
         elif kind == "unhold":
             h.unhold(pids[0], rid)
+            hv.unhold(pids[0], rid)
             model[pids[0]].discard(rid)
         else:
             pages = [q for q in pids if (rid in model[q]) == (kind == "unhold_many")]  # the contract: they change
             arr = np.asarray(pages, dtype=np.int64)
             olds = [1 if rid in model[q] else 0 for q in pages]
             h.reindex(rid, arr, olds, 0 if kind == "unhold_many" else 1, 0)
+            scalar, module.SCALAR_UP_TO = module.SCALAR_UP_TO, -1  # the array operations, whatever the length
+            try:
+                hv.reindex(rid, arr, olds, 0 if kind == "unhold_many" else 1, 0)
+            finally:
+                module.SCALAR_UP_TO = scalar
             for q in pages:
                 (model[q].discard if kind == "unhold_many" else model[q].add)(rid)
         for q in range(16):
-            assert h.readers(q) == model[q]
+            assert h.readers(q) == hv.readers(q) == model[q]
             got = h.get(q)
             assert ({got} if isinstance(got, int) else (got or set())) == model[q]
 
