@@ -35,6 +35,8 @@ from typing import Any
 from morphcache.spec.pycode import source
 
 from .compiler import CompiledEvent
+from .trackplan import ask_lines
+from .trackplan import upkeep_lines as track_upkeep
 
 FirePlan = Callable[[Any, Any, Any, Any], None]
 AllowPlan = Callable[[Any, Any], bool]
@@ -75,8 +77,8 @@ class PlanContext:
         names, store = pipe.names, pipe.store
         return {
             "n": names.n, "a": store.arrays, "cols": store.cols, "rcols": store.rcols, "store": store,
-            "set_rp": store.set_rp, "rp_value": store.rp_value, "names": names, "bind": names.bind,
-            "inc_value": names.inc.value, "inc_after": names.inc.after, f"ev{t}": ev, f"guard{t}": ev.guard,
+            "set_rp": store.set_rp, "rp_value": store.rp_value, "rp_has": store.rp_has, "names": names,
+            "bind": names.bind, "inc_value": names.inc.value, f"ev{t}": ev, f"guard{t}": ev.guard,
             f"SOURCES{t}": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
             "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": _ids,
         }
@@ -84,20 +86,16 @@ class PlanContext:
 
 def bind_lines(pipe: Any, ev: CompiledEvent, params: bool, scope: dict[str, Any], t: str = "") -> list[str]:
     """The names of the firing: ``names.bind`` unrolled (its general form when the event takes params
-    or observations); a tracked value kept for the reader with none of its pages pending read from its
-    failing pages (put in ``scope``) as ``Incremental.value`` reads it, else asked of it."""
+    or observations); a tracked value as ``Incremental.value`` gives it, read off the reader's failing
+    pages where they are kept (trackplan.py: one pending page evaluated in line)."""
     names = pipe.names
     if params and (ev.params or ev.observes):
         return ["n = bind(ev, r, p, params, observed)"]
     out = ["n['r'] = r", "n['p'] = p"]
     if ev.reads & names.agg_contrib.keys():
         out.append("if names.agg_dirty: names.refresh()")
-    for i, name in enumerate(names.tracked_reads[ev.name]):  # kept and nothing pending: its failing pages
-        scope[f"tracked{i}{t}"] = names.inc.tracked[name].fails
-        scope[f"pending{i}{t}"] = names.inc.tracked[name].pending
-        out += [f"f = tracked{i}{t}.get(r)",
-                f"n[{name!r}] = inc_value({name!r}, r) if f is None or r in pending{i}{t} else not f",
-                "n['r'] = r", "n['p'] = p"]
+    for i, name in enumerate(names.tracked_reads[ev.name]):  # kept: its failing pages, one pending evaluated
+        out += ask_lines(names.inc, name, scope, i, t)
     return out
 
 
@@ -146,15 +144,9 @@ def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: lis
 
 
 def upkeep_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "") -> list[str]:
-    """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p`` (skipped
-    while what ``Incremental.after`` reads first is empty: it would do nothing)."""
-    inc = pipe.names.inc
-    if not inc.actions.get(ev.name):
-        return []
-    held = inc.settled(ev.name)
-    for i, found in enumerate(held):
-        scope[f"held{i}{t}"] = found
-    return [f"if {' or '.join(f'held{i}{t}' for i in range(len(held)))}: inc_after(ev{t}, r, p)"]
+    """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p``: each action
+    of the event tested in line, done only where it would do something (trackplan.py)."""
+    return track_upkeep(pipe.names.inc, pipe.store, scope, ev, t)
 
 
 def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "", propose: bool = False,
