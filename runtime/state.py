@@ -65,6 +65,9 @@ class StateStore:
             codes = cspec.codes.get(name)
             if name in self.rev and codes is not None and len(codes) == 2:  # a two-state object
                 view.two_valued(self.rev[name], next(c for c in codes.values() if c != view.init))
+        # name -> its rows, view, initial value and reverse index (None if none): what ``set_rp`` reads
+        self._rp_parts = {name: (self.rp[name], self.views[name], int(self.init[name]), self.rev.get(name))
+                          for name in self.rp_names}
         self._grow_pages(page_capacity)
         self._grow_readers(reader_capacity)
         self.journal: list[tuple[Any, ...]] | None = None
@@ -247,16 +250,13 @@ class StateStore:
 
     def set_rp(self, name: str, rid: int, pid: int, value: Any) -> None:
         """Set one per-(reader, page) value (an initial value removes the entry)."""
-        table = self.rp[name]
-        view = self.views[name]
-        init = self.init[name]
+        table, view, init, rev = self._rp_parts[name]
         if view.holders is not None and value != init and value != view.other:
             view.holders = None  # a third value: read from the rows from now on
         if rid in view.only and value != init and not view.holds(rid, pid):  # a page added to a row in
             if self.journal is not None:                                      # array form: it stays so
                 self.journal.append(("rp", name, rid, pid, init))
             view.extend(rid, pid, value)
-            rev = self.rev.get(name)
             if rev is not None:
                 rev.hold(pid, rid)
             return
@@ -267,7 +267,8 @@ class StateStore:
         if self.journal is not None:
             self.journal.append(("rp", name, rid, pid, old))
         if old == init and value != init:
-            view.extend(rid, pid, value)
+            if rid in view.rows:  # a row in array form grows (``RPView.extend`` does nothing otherwise)
+                view.extend(rid, pid, value)
         else:
             view.forget(rid)
         if value == init:
@@ -278,7 +279,6 @@ class StateStore:
             if row is None:
                 row = table[rid] = {}
             row[pid] = value
-        rev = self.rev.get(name)
         if rev is not None:
             if value == init:
                 rev.unhold(pid, rid)
