@@ -28,6 +28,8 @@ when it is built: ``Pipeline.watch`` drops the plans built so far.
 from __future__ import annotations
 
 import functools
+import re
+from collections import Counter
 from collections.abc import Callable
 from types import CodeType
 from typing import Any
@@ -55,6 +57,27 @@ def inline(e: Any) -> str:
     """The generated source of a compiled expression, reading the event's reader and page from the
     plan's arguments (the names hold the same values: the plan bound them first)."""
     return source(e).replace("n['r']", "r").replace("n['p']", "p")
+
+
+_READ = re.compile(r"a\[('[\w@]+')\]\[(r|p|\(r, p\))\]")  # a state read at the firing's reader and page
+
+
+def hoisted(texts: list[str]) -> tuple[list[str], list[str]]:
+    """The reads of state at ``r``, ``p`` or ``(r, p)`` made more than once in ``texts`` (the inlined
+    expressions one firing evaluates before it writes anything: its guard and effects, which read one
+    state), each made once into a local (``x<i> = a['fill'][p]``), and the texts reading the locals::
+
+        (a['fill'][p] < 15) and ((a['fill'][p] + d) < 15)   ->   x0 = a['fill'][p]
+                                                                 (x0 < 15) and ((x0 + d) < 15)
+    """
+    counts = Counter(m.group(0) for text in texts for m in _READ.finditer(text))
+    lines: list[str] = []
+    for read, count in sorted(counts.items()):
+        if count > 1:
+            local = f"x{len(lines)}"
+            lines.append(f"{local} = {read}")
+            texts = [text.replace(read, local) for text in texts]
+    return lines, texts
 
 
 def guard_source(ev: CompiledEvent) -> str:
@@ -109,14 +132,13 @@ def owner_read(ev: CompiledEvent) -> str:
 
 
 def write_lines(name: str, kind: str, value: str, watchers: int, t: str = "") -> list[str]:
-    """One journaled write of ``name`` (index kind ``kind``), then its watchers (``w_<name>_<i><t>``)."""
+    """One journaled write of ``name`` (index kind ``kind``; a page or reader column's journal read into
+    ``j`` before), then its watchers (``w_<name>_<i><t>``)."""
     if kind == "p":
-        out = [f"c = cols[{name!r}]", "j = store.journal",
-               f"if j is not None: j.append(('p', {name!r}, p, c[p]))", f"c[p] = {value}"]
+        out = [f"c = cols[{name!r}]", f"if j is not None: j.append(('p', {name!r}, p, c[p]))", f"c[p] = {value}"]
         index = "p"
     elif kind == "r":
-        out = [f"c = rcols[{name!r}]", "j = store.journal",
-               f"if j is not None: j.append(('r', {name!r}, r, c[r]))", f"c[r] = {value}"]
+        out = [f"c = rcols[{name!r}]", f"if j is not None: j.append(('r', {name!r}, r, c[r]))", f"c[r] = {value}"]
         index = "r"
     else:
         out = [f"set_rp({name!r}, r, p, {value})"]
@@ -135,18 +157,24 @@ def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: lis
     writes = [(ev.owner, owner_kind, repr(ev.target))] if owner else []
     writes += [(eff.target, kind, value) for (eff, kind, _, _), value in zip(effects, values, strict=True)]
     body: list[str] = []
+    journal = False  # ``j`` holds the store's journal (read again after a watcher: code of its own)
     for name, kind, value in writes:
         found = pipe.watchers.get(name, ())
         for i, fn in enumerate(found):
             scope[f"w_{name}_{i}{t}"] = fn
+        if kind in ("p", "r") and not journal:
+            body.append("j = store.journal")
         body += write_lines(name, kind, value, len(found), t)
+        journal = (journal or kind in ("p", "r")) and not found
     return body + (upkeep_lines(pipe, scope, ev, t) if upkeep else [])
 
 
-def upkeep_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "") -> list[str]:
+def upkeep_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
+                 settle: str | None = None) -> list[str]:
     """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p``: each action
-    of the event tested in line, done only where it would do something (trackplan.py)."""
-    return track_upkeep(pipe.names.inc, pipe.store, scope, ev, t)
+    of the event tested in line, done only where it would do something (trackplan.py; ``settle`` as
+    there)."""
+    return track_upkeep(pipe.names.inc, pipe.store, scope, ev, t, settle)
 
 
 def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "", propose: bool = False,
@@ -157,17 +185,18 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
     body = bind_lines(pipe, ev, not propose, scope, t)
+    reads, (guard, *values) = hoisted([guard_source(ev), *(inline(eff.expr) for eff, _, _, _ in effects)])
     if propose:
-        body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False",
-                f"if not ({guard_source(ev)}): return False"]
+        body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False", *reads,
+                f"if not ({guard}): return False"]
     else:
-        body += [f"s = {owner_read(ev)}", f"if s not in SOURCES{t}: raise refusals.source(ev{t}, r, p, s)",
-                 f"if not ({guard_source(ev)}): raise refusals.guard(ev{t}, r, p, n)"]
+        body += [f"s = {owner_read(ev)}", f"if s not in SOURCES{t}: raise refusals.source(ev{t}, r, p, s)", *reads,
+                 f"if not ({guard}): raise refusals.guard(ev{t}, r, p, n)"]
     if pipe.strict:
         body.append(f"steps(ev{t}, r, p, n)")
     for i, (eff, _kind, lo, hi) in enumerate(effects):
         scope[f"f{i}{t}"], scope[f"e{i}{t}"], scope[f"lo{i}{t}"], scope[f"hi{i}{t}"] = eff.fn, eff, lo, hi
-        body.append(f"v{i} = {inline(eff.expr)}")
+        body.append(f"v{i} = {values[i]}")
         test = " or ".join(([f"v{i} < lo{i}{t}"] if lo is not None else [])
                            + ([f"v{i} > hi{i}{t}"] if hi is not None else []))
         if test:

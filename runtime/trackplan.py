@@ -29,7 +29,12 @@ written out::
     reader, keep_other         r in fails                            act (r's failing pages and p)
 
 Every action reads and writes only what ``after`` would, so running them one by one in the actions'
-order leaves exactly what ``after`` leaves (its one-firing form, ``_after_one``, does the same).
+order leaves exactly what ``after`` leaves (its one-firing form, ``_after_one``, does the same).  Two
+shortcuts keep it so: where an event has both, the page action leaves ``r`` itself to the rp action
+(which marks the same page for it); and a chain (chainplan.py) whose appends or seal moved the
+frontier past the page it opened evaluates that page for ``r`` at once (``settle``) rather than
+leaving it pending: evaluated once either way, exact from then on, with no pending entry to make and
+take apart at the next ``open``.
 """
 
 from __future__ import annotations
@@ -41,37 +46,50 @@ from morphcache.spec.pycode import source
 from .compiler import CompiledEvent
 
 
+def _evaluate(tr: Any, fails: str, failing: str) -> list[str] | None:
+    """Lines evaluating the body of ``tr`` for reader ``r`` at page ``q_`` into the reader's failing
+    pages ``fails`` (``failing``: the readers with any), as ``Incremental._recheck_many`` does; None
+    for a body that reads more than the reader and the page (nested reductions: left to it)."""
+    body = source(tr.node.body).replace("n['r']", "r").replace(f"n[{tr.var!r}]", "q_")
+    if "n[" in body:
+        return None
+    domain = " or ".join(f"rp_has({v!r}, r, q_)" for v in tr.domain_vars)
+    return [f"if not ({body}) and ({domain}): {fails}[q_] = None", f"else: {fails}.pop(q_, None)",
+            f"if {fails}: {failing}.add(r)", f"else: {failing}.discard(r)"]
+
+
 def ask_lines(inc: Any, name: str, scope: dict[str, Any], i: int, t: str) -> list[str]:
     """``n[name]`` := the tracked value ``name`` for reader ``r`` (see the module doc); the names it
     reads put in ``scope`` suffixed ``{i}{t}``."""
     tr = inc.tracked[name]
     k = f"{i}{t}"
     scope[f"tracked{k}"], scope[f"pending{k}"], scope[f"failing{k}"] = tr.fails, tr.pending, tr.failing
-    body = source(tr.node.body).replace("n['r']", "r").replace(f"n[{tr.var!r}]", "q_")
     ask = [f"n[{name!r}] = inc_value({name!r}, r)", "n['r'] = r", "n['p'] = p"]
-    if "n[" in body:  # reads more than the reader and the page: Incremental.value alone
+    evaluate = _evaluate(tr, "f", f"failing{k}")
+    if evaluate is None:  # Incremental.value alone
         return [f"f = tracked{k}.get(r)", f"if f is None or r in pending{k}:",
                 *(f"    {line}" for line in ask), f"else: n[{name!r}] = not f"]
-    domain = " or ".join(f"rp_has({v!r}, r, q_)" for v in tr.domain_vars)
     return [f"f = tracked{k}.get(r)",
             f"if f is None or r in pending{k}:",
             f"    if f is not None and len(pending{k}[r]) == 1:",
             f"        q_ = pending{k}.pop(r).popitem()[0]",
-            f"        if not ({body}) and ({domain}): f[q_] = None",
-            "        else: f.pop(q_, None)",
-            f"        if f: failing{k}.add(r)",
-            f"        else: failing{k}.discard(r)",
+            *(f"        {line}" for line in evaluate),
             f"        n[{name!r}] = not f",
             "    else:",
             *(f"        {line}" for line in ask),
             f"else: n[{name!r}] = not f"]
 
 
-def upkeep_lines(inc: Any, store: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "") -> list[str]:
+def upkeep_lines(inc: Any, store: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
+                 settle: str | None = None) -> list[str]:
     """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p`` (see the
-    module doc); the names they read put in ``scope`` suffixed ``{j}{t}``."""
+    module doc); the names they read put in ``scope`` suffixed ``{j}{t}``.  ``settle``: a condition
+    under which the page an action would leave pending for ``r`` is evaluated at once instead (a chain
+    whose later firings moved the frontier past it: evaluated once either way, and no pending entry)."""
     out: list[str] = []
-    for j, (tr, kind, keep_all, keep_other) in enumerate(inc.actions.get(ev.name, [])):
+    actions = inc.actions.get(ev.name, [])
+    own = {tr.name for tr, kind, keep_all, _ in actions if kind == "rp" and not keep_all}  # r's (r, p) covered
+    for j, (tr, kind, keep_all, keep_other) in enumerate(actions):
         k = f"{j}{t}"
         scope[f"ufails{k}"], scope[f"ufailing{k}"], scope[f"upending{k}"] = tr.fails, tr.failing, tr.pending
         scope[f"uact{k}"] = inc.act(tr, kind, keep_all, keep_other)
@@ -85,14 +103,21 @@ def upkeep_lines(inc: Any, store: Any, scope: dict[str, Any], ev: CompiledEvent,
             dvars = tr.domain_vars
             if len(dvars) == 1 and dvars[0] in store.rev:  # one holder a slot: read it, no set made
                 scope[f"uholders{k}"] = store.rev[dvars[0]]
+                other = " and h != r" if tr.name in own else ""  # r itself: its rp action's
                 out += [f"if {fails}:", f"    h = uholders{k}.get(p)",
                         "    if h.__class__ is int:",
-                        f"        if h in {fails}: {pending}.setdefault(h, {{}})[p] = None",
+                        f"        if h in {fails}{other}: {pending}.setdefault(h, {{}})[p] = None",
                         f"    elif h is not None: {act}"]
             else:
                 out.append(f"if {fails}: {act}")
         elif kind == "rp":
-            out.append(f"if r in {fails}: {pending}.setdefault(r, {{}})[p] = None")
+            mark = f"{pending}.setdefault(r, {{}})[p] = None"
+            evaluate = _evaluate(tr, "fr_", failing) if settle else None
+            if evaluate is None:
+                out.append(f"if r in {fails}: {mark}")
+            else:
+                out += [f"fr_ = {fails}.get(r)", "if fr_ is not None:", f"    if {settle}:", "        q_ = p",
+                        *(f"        {line}" for line in evaluate), f"    else: {mark}"]
         else:
             out.append(f"if r in {fails}: {act}")
     return out
