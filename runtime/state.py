@@ -112,6 +112,27 @@ class StateStore:
             self.journal.append(("alloc_page", pid))
         return pid
 
+    def alloc_pages(self, count: int) -> list[int]:
+        """``count`` page ids, the ones ``alloc_page`` called that many times gives, in that order (the
+        same capacity and journal entries)."""
+        free = self.free_page_ids
+        reused = min(count, len(free))
+        pids = free[len(free) - reused:][::-1]
+        del free[len(free) - reused:]
+        if count > reused:
+            start = self.next_page
+            self.next_page = start + count - reused
+            pids += range(start, self.next_page)
+            cap = self.page_cap
+            while self.next_page > cap:  # each growth a single allocation past the capacity makes
+                cap = max(2 * cap, 64)
+            if cap > self.page_cap:
+                self._grow_pages(cap)
+        self.live_pages.update(dict.fromkeys(pids))
+        if self.journal is not None:
+            self.journal += [("alloc_page", pid) for pid in pids]
+        return pids
+
     def free_page(self, pid: int) -> None:
         """Give a page id back; its page values must be initial (the spec's ``forget`` made them so)."""
         del self.live_pages[pid]
