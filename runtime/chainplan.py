@@ -82,7 +82,7 @@ def repeat_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, plan: Plan
     texts = [" and ".join(checks)]
     for eff, klass in zip(ev.effects, plan.effects, strict=True):
         texts += [inline(eff.expr), _shifted(eff.expr, plan.affine, t) if klass == AFFINE else ""]
-    reads, (guard, *exprs) = hoisted(texts)  # the firings' first state, read once
+    reads, (guard, *exprs) = hoisted(texts, pipe.store, scope)  # the firings' first state, read once
     body += [f"s = {owner_read(ev)}", *reads, f"ok = s in SOURCES{t}" + (f" and {guard}" if guard else ""), "if ok:"]
     values = []
     for i, (klass, (_, _, lo, hi)) in enumerate(zip(plan.effects, pipe.write_plan(ev.name), strict=True)):

@@ -37,7 +37,7 @@ from typing import Any
 from morphcache.spec.pycode import source
 
 from .compiler import CompiledEvent
-from .trackplan import ask_lines
+from .trackplan import ask_lines, direct_rp
 from .trackplan import upkeep_lines as track_upkeep
 
 FirePlan = Callable[[Any, Any, Any, Any], None]
@@ -62,7 +62,7 @@ def inline(e: Any) -> str:
 _READ = re.compile(r"a\[('[\w@]+')\]\[(r|p|\(r, p\))\]")  # a state read at the firing's reader and page
 
 
-def hoisted(texts: list[str]) -> tuple[list[str], list[str]]:
+def hoisted(texts: list[str], store: Any = None, scope: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
     """The reads of state at ``r``, ``p`` or ``(r, p)`` made more than once in ``texts`` (the inlined
     expressions one firing evaluates before it writes anything: its guard and effects, which read one
     state), each made once into a local (``x<i> = a['fill'][p]``), and the texts reading the locals::
@@ -77,6 +77,8 @@ def hoisted(texts: list[str]) -> tuple[list[str], list[str]]:
             local = f"x{len(lines)}"
             lines.append(f"{local} = {read}")
             texts = [text.replace(read, local) for text in texts]
+    if store is not None and scope is not None:  # (reader, page) reads of dict rows in line (trackplan.py)
+        lines, texts = [direct_rp(x, store, scope) for x in lines], [direct_rp(x, store, scope) for x in texts]
     return lines, texts
 
 
@@ -185,7 +187,8 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
     body = bind_lines(pipe, ev, not propose, scope, t)
-    reads, (guard, *values) = hoisted([guard_source(ev), *(inline(eff.expr) for eff, _, _, _ in effects)])
+    reads, (guard, *values) = hoisted([guard_source(ev), *(inline(eff.expr) for eff, _, _, _ in effects)],
+                                      pipe.store, scope)
     if propose:
         body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False", *reads,
                 f"if not ({guard}): return False"]

@@ -39,20 +39,41 @@ take apart at the next ``open``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from morphcache.spec.pycode import source
 
 from .compiler import CompiledEvent
 
+_RP_READ = re.compile(r"a\['([\w@]+)'\]\[\(r, (p|q_)\)\]")  # a (reader, page) read at the firing's reader
 
-def _evaluate(tr: Any, fails: str, failing: str) -> list[str] | None:
+
+def direct_rp(text: str, store: Any, scope: dict[str, Any]) -> str:
+    """``text`` with each read ``a['x'][(r, p)]`` of a reader's dict row made in line, as ``RPView``
+    reads it (the row's value, the initial one where it has none), the view asked only for a row it
+    keeps otherwise (in array form, or none)::
+
+        a['block'][(r, p)]  ->  (_rw.get(p, 0) if (_rw := rprow_block.get(r)) is not None else a['block'][(r, p)])
+    """
+    def one(m: re.Match[str]) -> str:
+        name, page = m.group(1), m.group(2)
+        if name not in store.rp:
+            return m.group(0)
+        scope[f"rprow_{name}"] = store.rp[name]
+        return (f"(_rw.get({page}, {int(store.init[name])}) if (_rw := rprow_{name}.get(r)) is not None "
+                f"else {m.group(0)})")
+    return _RP_READ.sub(one, text)
+
+
+def _evaluate(inc: Any, tr: Any, scope: dict[str, Any], fails: str, failing: str) -> list[str] | None:
     """Lines evaluating the body of ``tr`` for reader ``r`` at page ``q_`` into the reader's failing
     pages ``fails`` (``failing``: the readers with any), as ``Incremental._recheck_many`` does; None
     for a body that reads more than the reader and the page (nested reductions: left to it)."""
     body = source(tr.node.body).replace("n['r']", "r").replace(f"n[{tr.var!r}]", "q_")
     if "n[" in body:
         return None
+    body = direct_rp(body, inc.store, scope)
     domain = " or ".join(f"rp_has({v!r}, r, q_)" for v in tr.domain_vars)
     return [f"if not ({body}) and ({domain}): {fails}[q_] = None", f"else: {fails}.pop(q_, None)",
             f"if {fails}: {failing}.add(r)", f"else: {failing}.discard(r)"]
@@ -65,7 +86,7 @@ def ask_lines(inc: Any, name: str, scope: dict[str, Any], i: int, t: str) -> lis
     k = f"{i}{t}"
     scope[f"tracked{k}"], scope[f"pending{k}"], scope[f"failing{k}"] = tr.fails, tr.pending, tr.failing
     ask = [f"n[{name!r}] = inc_value({name!r}, r)", "n['r'] = r", "n['p'] = p"]
-    evaluate = _evaluate(tr, "f", f"failing{k}")
+    evaluate = _evaluate(inc, tr, scope, "f", f"failing{k}")
     if evaluate is None:  # Incremental.value alone
         return [f"f = tracked{k}.get(r)", f"if f is None or r in pending{k}:",
                 *(f"    {line}" for line in ask), f"else: n[{name!r}] = not f"]
@@ -112,7 +133,7 @@ def upkeep_lines(inc: Any, store: Any, scope: dict[str, Any], ev: CompiledEvent,
                 out.append(f"if {fails}: {act}")
         elif kind == "rp":
             mark = f"{pending}.setdefault(r, {{}})[p] = None"
-            evaluate = _evaluate(tr, "fr_", failing) if settle else None
+            evaluate = _evaluate(inc, tr, scope, "fr_", failing) if settle else None
             if evaluate is None:
                 out.append(f"if r in {fails}: {mark}")
             else:
