@@ -127,8 +127,10 @@ class Incremental:
         fails = t.fails.get(rid)
         if fails is None:
             t.pending.pop(rid, None)
-            fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, self.store.pages_array(t.domain_vars,
-                                                                                                    rid)))
+            store = self.store  # a row in array form as its array; a dict row's pages as a list (no array made)
+            pids = store.pages_array(t.domain_vars, rid) if store.in_array_form(t.domain_vars, rid) else \
+                list(store.pages_of(t.domain_vars, rid))
+            fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, pids))
             if fails:
                 t.failing.add(rid)
         elif rid in t.pending:
@@ -145,11 +147,11 @@ class Incremental:
     def _domain(self, t: Tracked, rid: int) -> Iterable[int]:
         return self.store.pages_of(t.domain_vars, rid)
 
-    def _failing_pages(self, t: Tracked, rid: int, pids: np.ndarray) -> list[int]:
+    def _failing_pages(self, t: Tracked, rid: int, pids: np.ndarray | list[int]) -> list[int]:
         """The pages of ``pids`` where the body is false for reader ``rid``: one vector evaluation over
         them all (a closure per page below 32 pages)."""
         if len(pids) < 32:
-            return [q for q in pids.tolist() if not self._holds(t, rid, q)]
+            return [q for q in (pids.tolist() if isinstance(pids, np.ndarray) else pids) if not self._holds(t, rid, q)]
         saved_r, saved_q = self.names.get("r"), self.names.get(t.var)
         self.names["r"] = rid
         self.names[t.var] = qs = np.asarray(pids, dtype=np.int64)

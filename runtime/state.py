@@ -231,6 +231,10 @@ class StateStore:
             seen.update(dict.fromkeys(self.rp_row(name, rid)))
         return iter(list(seen))
 
+    def in_array_form(self, names: tuple[str, ...], rid: int) -> bool:
+        """Whether ``pages_array`` gives the reader's pages of ``names`` without making an array."""
+        return len(names) == 1 and rid in self.views[names[0]].rows
+
     def pages_array(self, names: tuple[str, ...], rid: int) -> np.ndarray:
         """``pages_of`` as an array (a row in array form gives its pages without a dict)."""
         if len(names) == 1 and rid in self.views[names[0]].rows:
