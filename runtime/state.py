@@ -276,6 +276,17 @@ class StateStore:
     def set_rp(self, name: str, rid: int, pid: int, value: Any) -> None:
         """Set one per-(reader, page) value (an initial value removes the entry)."""
         table, view, init, rev = self._rp_parts[name]
+        row = table.get(rid)
+        if row is not None and pid not in row and value != init and rid not in view.only and (
+                view.holders is None or value == view.other):  # an entry added to a dict row (an open's)
+            if self.journal is not None:
+                self.journal.append(("rp", name, rid, pid, init))
+            if rid in view.rows:  # a row in array form grows (``RPView.extend`` does nothing otherwise)
+                view.extend(rid, pid, value)
+            row[pid] = value
+            if rev is not None:
+                rev.hold(pid, rid)
+            return
         if view.holders is not None and value != init and value != view.other:
             view.holders = None  # a third value: read from the rows from now on
         if rid in view.only and value != init and not view.holds(rid, pid):  # a page added to a row in
