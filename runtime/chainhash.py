@@ -132,7 +132,10 @@ def run_keys(root: int, head: Sequence[int], tokens: Sequence[int], count: int, 
             out.append(root)
         return out
     part = tokens[:used]
-    body = np.frombuffer(part, dtype=np.uint64) if isinstance(part, array) and part.typecode == "Q" else \
-        np.array(part, dtype=np.uint64)
-    rows = np.concatenate([np.array(head, dtype=np.uint64), body]).reshape(count, c)
-    return chain_keys(rows, root).tolist()  # type: ignore[no-any-return]
+    if isinstance(part, list):  # Python ints: packed by array (faster than numpy's conversion of a list)
+        packed = np.frombuffer(array("Q", list(head) + part if head else part), dtype=np.uint64)
+    else:
+        body = np.frombuffer(part, dtype=np.uint64) if isinstance(part, array) and part.typecode == "Q" else \
+            np.array(part, dtype=np.uint64)
+        packed = np.concatenate([np.array(head, dtype=np.uint64), body]) if len(head) else body
+    return chain_keys(packed.reshape(count, c), root).tolist()  # type: ignore[no-any-return]

@@ -48,6 +48,7 @@ from .fireplan import (
     bind_lines,
     compile_plan,
     fire_lines,
+    hoisted,
     inline,
     owner_read,
     upkeep_lines,
@@ -73,20 +74,23 @@ def repeat_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, plan: Plan
     module doc), else fired one by one (``repeat_each{t}``)."""
     body = bind_lines(pipe, ev, False, scope, t)
     body += [f"d_{name}{t} = (k - 1) * {inc}" for name, inc in plan.affine.items()]
-    checks = [f"s in SOURCES{t}"]
+    checks = []
     for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
         checks.append(f"({inline(c.expr)})")
         if klass == AFFINE:
             checks.append(f"({_shifted(c.expr, plan.affine, t)})")
-    body += [f"s = {owner_read(ev)}", f"ok = {' and '.join(checks)}", "if ok:"]
+    texts = [" and ".join(checks)]
+    for eff, klass in zip(ev.effects, plan.effects, strict=True):
+        texts += [inline(eff.expr), _shifted(eff.expr, plan.affine, t) if klass == AFFINE else ""]
+    reads, (guard, *exprs) = hoisted(texts, pipe.store, scope)  # the firings' first state, read once
+    body += [f"s = {owner_read(ev)}", *reads, f"ok = s in SOURCES{t}" + (f" and {guard}" if guard else ""), "if ok:"]
     values = []
-    for i, (eff, klass, (_, _, lo, hi)) in enumerate(zip(ev.effects, plan.effects, pipe.write_plan(ev.name),
-                                                         strict=True)):
+    for i, (klass, (_, _, lo, hi)) in enumerate(zip(plan.effects, pipe.write_plan(ev.name), strict=True)):
         scope[f"lo{i}{t}"], scope[f"hi{i}{t}"] = lo, hi
         ends = [f"v{i}"]
-        body.append(f"    v{i} = {inline(eff.expr)}")
+        body.append(f"    v{i} = {exprs[2 * i]}")
         if klass == AFFINE:
-            body.append(f"    w{i} = {_shifted(eff.expr, plan.affine, t)}")
+            body.append(f"    w{i} = {exprs[2 * i + 1]}")
             ends.append(f"w{i}")
         for v in ends:
             test = " or ".join(([f"{v} < lo{i}{t}"] if lo is not None else [])
@@ -125,7 +129,7 @@ def build_chain(pipe: Any, ctx: PlanContext, head: CompiledEvent, repeated: Comp
             "if last:", *(f"    {line}" for line in fire_lines(pipe, scope, tail, "_t", recorded=False))]
     if later:  # whatever the later events do, refused included: the head's upkeep on what they leave
         rest = ["try:", *(f"    {line}" for line in rest), "finally:",
-                "    if first:", *(f"        {line}" for line in upkeep_lines(pipe, scope, head, "_h"))]
+                "    if first:", *(f"        {line}" for line in upkeep_lines(pipe, scope, head, "_h", "k or last"))]
     body += rest
     name = f"{head.name}+{repeated.name}+{tail.name}"
     return compile_plan("_chain", "r, p, first, k, last", body, scope, name)  # type: ignore[no-any-return]

@@ -28,6 +28,8 @@ when it is built: ``Pipeline.watch`` drops the plans built so far.
 from __future__ import annotations
 
 import functools
+import re
+from collections import Counter
 from collections.abc import Callable
 from types import CodeType
 from typing import Any
@@ -35,6 +37,8 @@ from typing import Any
 from morphcache.spec.pycode import source
 
 from .compiler import CompiledEvent
+from .trackplan import ask_lines, direct_rp
+from .trackplan import upkeep_lines as track_upkeep
 
 FirePlan = Callable[[Any, Any, Any, Any], None]
 AllowPlan = Callable[[Any, Any], bool]
@@ -53,6 +57,29 @@ def inline(e: Any) -> str:
     """The generated source of a compiled expression, reading the event's reader and page from the
     plan's arguments (the names hold the same values: the plan bound them first)."""
     return source(e).replace("n['r']", "r").replace("n['p']", "p")
+
+
+_READ = re.compile(r"a\[('[\w@]+')\]\[(r|p|\(r, p\))\]")  # a state read at the firing's reader and page
+
+
+def hoisted(texts: list[str], store: Any = None, scope: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
+    """The reads of state at ``r``, ``p`` or ``(r, p)`` made more than once in ``texts`` (the inlined
+    expressions one firing evaluates before it writes anything: its guard and effects, which read one
+    state), each made once into a local (``x<i> = a['fill'][p]``), and the texts reading the locals::
+
+        (a['fill'][p] < 15) and ((a['fill'][p] + d) < 15)   ->   x0 = a['fill'][p]
+                                                                 (x0 < 15) and ((x0 + d) < 15)
+    """
+    counts = Counter(m.group(0) for text in texts for m in _READ.finditer(text))
+    lines: list[str] = []
+    for read, count in sorted(counts.items()):
+        if count > 1:
+            local = f"x{len(lines)}"
+            lines.append(f"{local} = {read}")
+            texts = [text.replace(read, local) for text in texts]
+    if store is not None and scope is not None:  # (reader, page) reads of dict rows in line (trackplan.py)
+        lines, texts = [direct_rp(x, store, scope) for x in lines], [direct_rp(x, store, scope) for x in texts]
+    return lines, texts
 
 
 def guard_source(ev: CompiledEvent) -> str:
@@ -75,8 +102,8 @@ class PlanContext:
         names, store = pipe.names, pipe.store
         return {
             "n": names.n, "a": store.arrays, "cols": store.cols, "rcols": store.rcols, "store": store,
-            "set_rp": store.set_rp, "rp_value": store.rp_value, "names": names, "bind": names.bind,
-            "inc_value": names.inc.value, "inc_after": names.inc.after, f"ev{t}": ev, f"guard{t}": ev.guard,
+            "set_rp": store.set_rp, "rp_value": store.rp_value, "rp_has": store.rp_has, "names": names,
+            "bind": names.bind, "inc_value": names.inc.value, f"ev{t}": ev, f"guard{t}": ev.guard,
             f"SOURCES{t}": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
             "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": _ids,
         }
@@ -84,20 +111,16 @@ class PlanContext:
 
 def bind_lines(pipe: Any, ev: CompiledEvent, params: bool, scope: dict[str, Any], t: str = "") -> list[str]:
     """The names of the firing: ``names.bind`` unrolled (its general form when the event takes params
-    or observations); a tracked value kept for the reader with none of its pages pending read from its
-    failing pages (put in ``scope``) as ``Incremental.value`` reads it, else asked of it."""
+    or observations); a tracked value as ``Incremental.value`` gives it, read off the reader's failing
+    pages where they are kept (trackplan.py: one pending page evaluated in line)."""
     names = pipe.names
     if params and (ev.params or ev.observes):
         return ["n = bind(ev, r, p, params, observed)"]
     out = ["n['r'] = r", "n['p'] = p"]
     if ev.reads & names.agg_contrib.keys():
         out.append("if names.agg_dirty: names.refresh()")
-    for i, name in enumerate(names.tracked_reads[ev.name]):  # kept and nothing pending: its failing pages
-        scope[f"tracked{i}{t}"] = names.inc.tracked[name].fails
-        scope[f"pending{i}{t}"] = names.inc.tracked[name].pending
-        out += [f"f = tracked{i}{t}.get(r)",
-                f"n[{name!r}] = inc_value({name!r}, r) if f is None or r in pending{i}{t} else not f",
-                "n['r'] = r", "n['p'] = p"]
+    for i, name in enumerate(names.tracked_reads[ev.name]):  # kept: its failing pages, one pending evaluated
+        out += ask_lines(names.inc, name, scope, i, t)
     return out
 
 
@@ -111,14 +134,13 @@ def owner_read(ev: CompiledEvent) -> str:
 
 
 def write_lines(name: str, kind: str, value: str, watchers: int, t: str = "") -> list[str]:
-    """One journaled write of ``name`` (index kind ``kind``), then its watchers (``w_<name>_<i><t>``)."""
+    """One journaled write of ``name`` (index kind ``kind``; a page or reader column's journal read into
+    ``j`` before), then its watchers (``w_<name>_<i><t>``)."""
     if kind == "p":
-        out = [f"c = cols[{name!r}]", "j = store.journal",
-               f"if j is not None: j.append(('p', {name!r}, p, c[p]))", f"c[p] = {value}"]
+        out = [f"c = cols[{name!r}]", f"if j is not None: j.append(('p', {name!r}, p, c[p]))", f"c[p] = {value}"]
         index = "p"
     elif kind == "r":
-        out = [f"c = rcols[{name!r}]", "j = store.journal",
-               f"if j is not None: j.append(('r', {name!r}, r, c[r]))", f"c[r] = {value}"]
+        out = [f"c = rcols[{name!r}]", f"if j is not None: j.append(('r', {name!r}, r, c[r]))", f"c[r] = {value}"]
         index = "r"
     else:
         out = [f"set_rp({name!r}, r, p, {value})"]
@@ -137,24 +159,24 @@ def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: lis
     writes = [(ev.owner, owner_kind, repr(ev.target))] if owner else []
     writes += [(eff.target, kind, value) for (eff, kind, _, _), value in zip(effects, values, strict=True)]
     body: list[str] = []
+    journal = False  # ``j`` holds the store's journal (read again after a watcher: code of its own)
     for name, kind, value in writes:
         found = pipe.watchers.get(name, ())
         for i, fn in enumerate(found):
             scope[f"w_{name}_{i}{t}"] = fn
+        if kind in ("p", "r") and not journal:
+            body.append("j = store.journal")
         body += write_lines(name, kind, value, len(found), t)
+        journal = (journal or kind in ("p", "r")) and not found
     return body + (upkeep_lines(pipe, scope, ev, t) if upkeep else [])
 
 
-def upkeep_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "") -> list[str]:
-    """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p`` (skipped
-    while what ``Incremental.after`` reads first is empty: it would do nothing)."""
-    inc = pipe.names.inc
-    if not inc.actions.get(ev.name):
-        return []
-    held = inc.settled(ev.name)
-    for i, found in enumerate(held):
-        scope[f"held{i}{t}"] = found
-    return [f"if {' or '.join(f'held{i}{t}' for i in range(len(held)))}: inc_after(ev{t}, r, p)"]
+def upkeep_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
+                 settle: str | None = None) -> list[str]:
+    """The tracked quantifiers brought up to date after a firing of ``ev`` for ``r`` on ``p``: each action
+    of the event tested in line, done only where it would do something (trackplan.py; ``settle`` as
+    there)."""
+    return track_upkeep(pipe.names.inc, pipe.store, scope, ev, t, settle)
 
 
 def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "", propose: bool = False,
@@ -165,17 +187,19 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
     body = bind_lines(pipe, ev, not propose, scope, t)
+    reads, (guard, *values) = hoisted([guard_source(ev), *(inline(eff.expr) for eff, _, _, _ in effects)],
+                                      pipe.store, scope)
     if propose:
-        body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False",
-                f"if not ({guard_source(ev)}): return False"]
+        body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False", *reads,
+                f"if not ({guard}): return False"]
     else:
-        body += [f"s = {owner_read(ev)}", f"if s not in SOURCES{t}: raise refusals.source(ev{t}, r, p, s)",
-                 f"if not ({guard_source(ev)}): raise refusals.guard(ev{t}, r, p, n)"]
+        body += [f"s = {owner_read(ev)}", f"if s not in SOURCES{t}: raise refusals.source(ev{t}, r, p, s)", *reads,
+                 f"if not ({guard}): raise refusals.guard(ev{t}, r, p, n)"]
     if pipe.strict:
         body.append(f"steps(ev{t}, r, p, n)")
     for i, (eff, _kind, lo, hi) in enumerate(effects):
         scope[f"f{i}{t}"], scope[f"e{i}{t}"], scope[f"lo{i}{t}"], scope[f"hi{i}{t}"] = eff.fn, eff, lo, hi
-        body.append(f"v{i} = {inline(eff.expr)}")
+        body.append(f"v{i} = {values[i]}")
         test = " or ".join(([f"v{i} < lo{i}{t}"] if lo is not None else [])
                            + ([f"v{i} > hi{i}{t}"] if hi is not None else []))
         if test:

@@ -30,7 +30,7 @@ batch and after one firing (the common case, without the batch's grouping) read 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -118,17 +118,6 @@ class Incremental:
             out += [(t.name, kind, keep_all, keep_other) for kind in sorted(kinds)]
         return out
 
-    def settled(self, name: str) -> list[Any]:
-        """What ``after`` reads first for a firing of event ``name``: for each reduction it can change, the
-        failing readers (an action proved to keep true bodies true) or every reader tracked (any other
-        action).  While all of them are empty, ``after`` does nothing for it.  (The containers live as
-        long as the reductions: a generated plan may hold them.)"""
-        out = {}
-        for t, kind, keep_all, _ in self.actions.get(name, []):
-            held = t.failing if keep_all and kind != "all" else t.fails
-            out[id(held)] = held
-        return list(out.values())
-
     # -- values -----------------------------------------------------------------------------------
     def value(self, name: str, rid: Any) -> Any:
         """The tracked reduction ``name`` for reader ``rid`` (an id, or an array of ids)."""
@@ -138,8 +127,10 @@ class Incremental:
         fails = t.fails.get(rid)
         if fails is None:
             t.pending.pop(rid, None)
-            fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, self.store.pages_array(t.domain_vars,
-                                                                                                    rid)))
+            store = self.store  # a row in array form as its array; a dict row's pages as a list (no array made)
+            pids = store.pages_array(t.domain_vars, rid) if store.in_array_form(t.domain_vars, rid) else \
+                list(store.pages_of(t.domain_vars, rid))
+            fails = t.fails[rid] = dict.fromkeys(self._failing_pages(t, rid, pids))
             if fails:
                 t.failing.add(rid)
         elif rid in t.pending:
@@ -156,11 +147,11 @@ class Incremental:
     def _domain(self, t: Tracked, rid: int) -> Iterable[int]:
         return self.store.pages_of(t.domain_vars, rid)
 
-    def _failing_pages(self, t: Tracked, rid: int, pids: np.ndarray) -> list[int]:
+    def _failing_pages(self, t: Tracked, rid: int, pids: np.ndarray | list[int]) -> list[int]:
         """The pages of ``pids`` where the body is false for reader ``rid``: one vector evaluation over
         them all (a closure per page below 32 pages)."""
         if len(pids) < 32:
-            return [q for q in pids.tolist() if not self._holds(t, rid, q)]
+            return [q for q in (pids.tolist() if isinstance(pids, np.ndarray) else pids) if not self._holds(t, rid, q)]
         saved_r, saved_q = self.names.get("r"), self.names.get(t.var)
         self.names["r"] = rid
         self.names[t.var] = qs = np.asarray(pids, dtype=np.int64)
@@ -297,40 +288,55 @@ class Incremental:
         saved_r, saved_p = n.get("r"), n.get("p")
         done: list[tuple[str, int]] = []  # (reduction, reader) rechecked: a few at most
         for t, kind, keep_all, keep_other in actions:
-            fails = t.fails
-            if not fails:
-                continue
-            if kind == "all":
-                self._forget(t)
-                continue
-            if keep_all:  # true bodies stay true: only pages already failing can change
-                failing = t.failing
-                if not failing:
-                    continue
-                if kind == "page":
-                    for rid in [rid for rid in failing if p in fails[rid]]:
-                        self._recheck_once(t, rid, p, done)
-                elif r in failing:
-                    if kind == "reader":
-                        self._recheck_many(t, r, list(fails[r]))  # type: ignore[index]
-                    elif p in fails[r]:  # type: ignore[index]
-                        self._recheck_once(t, r, p, done)  # type: ignore[arg-type]
-                continue
-            if kind == "page":  # evaluated when the holder's value is next asked
-                pending = t.pending
-                for holder in self.store.readers_at(t.domain_vars, p):
-                    if holder in fails:
-                        pending.setdefault(holder, {})[p] = None
-            elif r in fails:
-                assert r is not None
-                if kind == "reader":
-                    if not keep_other:
-                        self._forget(t, r)
-                        continue
-                    self._recheck_many(t, r, list(dict.fromkeys([*fails[r], p])))
-                else:
-                    t.pending.setdefault(r, {})[p] = None
+            if t.fails:
+                self._act_one(t, kind, keep_all, keep_other, r, p, done)
         n["r"], n["p"] = saved_r, saved_p
+
+    def act(self, t: Tracked, kind: str, keep_all: bool, keep_other: bool) -> Callable[[Any, int], None]:
+        """``after`` for one firing (reader, page) and one of its event's actions alone (a generated
+        plan's upkeep calls it where its test holds: trackplan.py)."""
+        n = self.names
+
+        def one(r: Any, p: int) -> None:
+            saved_r, saved_p = n.get("r"), n.get("p")
+            if t.fails:
+                self._act_one(t, kind, keep_all, keep_other, r, p, [])
+            n["r"], n["p"] = saved_r, saved_p
+        return one
+
+    def _act_one(self, t: Tracked, kind: str, keep_all: bool, keep_other: bool, r: int | None, p: int,
+                 done: list[tuple[str, int]]) -> None:
+        fails = t.fails
+        if kind == "all":
+            self._forget(t)
+            return
+        if keep_all:  # true bodies stay true: only pages already failing can change
+            failing = t.failing
+            if not failing:
+                return
+            if kind == "page":
+                for rid in [rid for rid in failing if p in fails[rid]]:
+                    self._recheck_once(t, rid, p, done)
+            elif r in failing:
+                if kind == "reader":
+                    self._recheck_many(t, r, list(fails[r]))  # type: ignore[index]
+                elif p in fails[r]:  # type: ignore[index]
+                    self._recheck_once(t, r, p, done)  # type: ignore[arg-type]
+            return
+        if kind == "page":  # evaluated when the holder's value is next asked
+            pending = t.pending
+            for holder in self.store.readers_at(t.domain_vars, p):
+                if holder in fails:
+                    pending.setdefault(holder, {})[p] = None
+        elif r in fails:
+            assert r is not None
+            if kind == "reader":
+                if not keep_other:
+                    self._forget(t, r)
+                    return
+                self._recheck_many(t, r, list(dict.fromkeys([*fails[r], p])))
+            else:
+                t.pending.setdefault(r, {})[p] = None
 
     def _recheck_once(self, t: Tracked, rid: int, p: int, done: list[tuple[str, int]]) -> None:
         key = (t.name, rid)

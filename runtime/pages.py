@@ -115,6 +115,36 @@ class PageRecord(LivePageMeta):
         rec.children, rec.gpu_slot, rec.checksum = 0, -1, None
         return rec
 
+    @classmethod
+    def opened_run(cls, cols: MetaColumns, pids: list[int], parent: int, parent_hashes: list[int], depth: int,
+                   session: str | None, task: str | None, writer: str | None, nbytes: int) -> list[PageRecord]:
+        """``opened`` for a run of pages a writer opens one after the other: page ``pids[j]`` at depth
+        ``depth + j``, after ``pids[j - 1]`` (``parent`` for the first), continuing ``parent_hashes[j]``;
+        the columns made room for and reset once for them all."""
+        size = len(cols.uses)
+        for pid in pids:  # grown as ``opened`` page by page grows it
+            if pid >= size:
+                cols.ensure(pid)
+                size = len(cols.uses)
+        at = np.fromiter(pids, dtype=np.int64, count=len(pids))
+        cols.last_use[at] = 0
+        cols.uses[at] = 0
+        cols.holders[at] = 0
+        new = cls.__new__
+        out = []
+        for pid, parent_hash in zip(pids, parent_hashes, strict=True):
+            rec = new(cls)
+            rec.cols = cols
+            rec.page, rec.depth, rec.tokens, rec.types = pid, depth, 0, _NO_TYPES
+            rec.session, rec.task, rec.writer, rec.created = session, task, writer, 0
+            rec.tier, rec.bytes, rec.recovery_tokens, rec.pooled, rec.hash = "gpu", nbytes, 0, False, None
+            rec.pid, rec.parent, rec.parent_hash, rec.token_ids = pid, parent, parent_hash, []
+            rec.children, rec.gpu_slot, rec.checksum = 0, -1, None
+            out.append(rec)
+            parent = pid
+            depth += 1
+        return out
+
     @property
     def meta(self) -> PageRecord:
         """The page's PageMeta: the record itself."""
@@ -154,6 +184,16 @@ class PageDirectory:
         self.records[record.pid] = record
         if record.parent >= 0:
             self.records[record.parent].children += 1
+
+    def add_run(self, recs: list[PageRecord]) -> None:
+        """``add`` for each of ``recs``, a run of pages each the parent of the next."""
+        records = self.records
+        for rec in recs:
+            records[rec.pid] = rec
+        if recs and recs[0].parent >= 0:
+            records[recs[0].parent].children += 1
+        for rec in recs[:-1]:
+            rec.children += 1
 
     def remove(self, pid: int) -> PageRecord:
         """Forget a page record (and its link to its parent)."""

@@ -183,26 +183,22 @@ class PageWriter:
                               (last block)     #a              #b          the last block, parent hash h0;
                                                                            #b after #a, parent hash h1
         """
-        block, records, cols, alloc = reader.block, self.pages.records, self.pages.cols, self.store.alloc_page
-        add, take, place, opened_rec = self.pages.add, self.storage.slots.take, self.storage.place, PageRecord.opened
-        session, task, name, nbytes = reader.session, reader.task, reader.name, self.page_bytes
+        block, records = reader.block, self.pages.records
         parent = block[-1] if block else -1
-        depth = len(block)
-        back = 1 if partial else 0
-        slots = len(self.storage.slots.free_slots) >= count  # else taken as each page opens (the caller)
-        run: list[PageRecord] = []
-        for j in range(count):
-            known = hashes[j + back - 1] if j + back else records[parent].hash if parent >= 0 else ROOT_HASH
+        if partial:  # the first continues the partial page the write completes
+            parent_hashes = hashes[:count]
+        else:
+            known = records[parent].hash if parent >= 0 else ROOT_HASH
             assert known is not None, "a page is opened only after its predecessor is sealed"
-            parent_hash: int = known
-            pid = alloc()
-            rec = opened_rec(cols, pid, parent, parent_hash, depth + j, session, task, name, nbytes)
-            add(rec)
-            opened.append(rec)
-            run.append(rec)
-            if slots:
-                place(rec, take(pid), 0)
-            parent = pid
+            parent_hashes = [known, *hashes[:count - 1]]
+        run = PageRecord.opened_run(self.pages.cols, self.store.alloc_pages(count), parent, parent_hashes,
+                                    len(block), reader.session, reader.task, reader.name, self.page_bytes)
+        self.pages.add_run(run)
+        opened += run
+        if len(self.storage.slots.free_slots) >= count:  # else taken as each page opens (the caller)
+            place, take = self.storage.place, self.storage.slots.take
+            for rec in run:
+                place(rec, take(rec.pid), 0)
         return run
 
     def write_hashes(self, reader: ReaderRecord, start: int, tokens: Sequence[int]) -> list[int]:

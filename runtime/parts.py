@@ -159,8 +159,14 @@ class Parts:
 
     def publish_generation(self, index: Any) -> None:
         """Tell the data plane the generation of pages on the GPU whose ``gen`` changed."""
+        records = self.pages.records
+        if index.__class__ is int:  # one page (a single firing's)
+            rec = records.get(index)
+            if rec is not None and rec.gpu_slot >= 0:
+                self.storage.data.set_generation(rec.gpu_slot, self.pipe.store.cols[GEN][index])
+            return
         pids = index.tolist() if isinstance(index, np.ndarray) else [index]
-        store, records, data = self.pipe.store, self.pages.records, self.storage.data
+        store, data = self.pipe.store, self.storage.data
         for pid in pids:
             rec = records.get(pid)
             if rec is not None and rec.gpu_slot >= 0:

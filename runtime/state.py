@@ -65,6 +65,9 @@ class StateStore:
             codes = cspec.codes.get(name)
             if name in self.rev and codes is not None and len(codes) == 2:  # a two-state object
                 view.two_valued(self.rev[name], next(c for c in codes.values() if c != view.init))
+        # name -> its rows, view, initial value and reverse index (None if none): what ``set_rp`` reads
+        self._rp_parts = {name: (self.rp[name], self.views[name], int(self.init[name]), self.rev.get(name))
+                          for name in self.rp_names}
         self._grow_pages(page_capacity)
         self._grow_readers(reader_capacity)
         self.journal: list[tuple[Any, ...]] | None = None
@@ -108,6 +111,27 @@ class StateStore:
         if self.journal is not None:
             self.journal.append(("alloc_page", pid))
         return pid
+
+    def alloc_pages(self, count: int) -> list[int]:
+        """``count`` page ids, the ones ``alloc_page`` called that many times gives, in that order (the
+        same capacity and journal entries)."""
+        free = self.free_page_ids
+        reused = min(count, len(free))
+        pids = free[len(free) - reused:][::-1]
+        del free[len(free) - reused:]
+        if count > reused:
+            start = self.next_page
+            self.next_page = start + count - reused
+            pids += range(start, self.next_page)
+            cap = self.page_cap
+            while self.next_page > cap:  # each growth a single allocation past the capacity makes
+                cap = max(2 * cap, 64)
+            if cap > self.page_cap:
+                self._grow_pages(cap)
+        self.live_pages.update(dict.fromkeys(pids))
+        if self.journal is not None:
+            self.journal += [("alloc_page", pid) for pid in pids]
+        return pids
 
     def free_page(self, pid: int) -> None:
         """Give a page id back; its page values must be initial (the spec's ``forget`` made them so)."""
@@ -207,6 +231,10 @@ class StateStore:
             seen.update(dict.fromkeys(self.rp_row(name, rid)))
         return iter(list(seen))
 
+    def in_array_form(self, names: tuple[str, ...], rid: int) -> bool:
+        """Whether ``pages_array`` gives the reader's pages of ``names`` without making an array."""
+        return len(names) == 1 and rid in self.views[names[0]].rows
+
     def pages_array(self, names: tuple[str, ...], rid: int) -> np.ndarray:
         """``pages_of`` as an array (a row in array form gives its pages without a dict)."""
         if len(names) == 1 and rid in self.views[names[0]].rows:
@@ -247,16 +275,24 @@ class StateStore:
 
     def set_rp(self, name: str, rid: int, pid: int, value: Any) -> None:
         """Set one per-(reader, page) value (an initial value removes the entry)."""
-        table = self.rp[name]
-        view = self.views[name]
-        init = self.init[name]
+        table, view, init, rev = self._rp_parts[name]
+        row = table.get(rid)
+        if row is not None and pid not in row and value != init and rid not in view.only and (
+                view.holders is None or value == view.other):  # an entry added to a dict row (an open's)
+            if self.journal is not None:
+                self.journal.append(("rp", name, rid, pid, init))
+            if rid in view.rows:  # a row in array form grows (``RPView.extend`` does nothing otherwise)
+                view.extend(rid, pid, value)
+            row[pid] = value
+            if rev is not None:
+                rev.hold(pid, rid)
+            return
         if view.holders is not None and value != init and value != view.other:
             view.holders = None  # a third value: read from the rows from now on
         if rid in view.only and value != init and not view.holds(rid, pid):  # a page added to a row in
             if self.journal is not None:                                      # array form: it stays so
                 self.journal.append(("rp", name, rid, pid, init))
             view.extend(rid, pid, value)
-            rev = self.rev.get(name)
             if rev is not None:
                 rev.hold(pid, rid)
             return
@@ -267,7 +303,8 @@ class StateStore:
         if self.journal is not None:
             self.journal.append(("rp", name, rid, pid, old))
         if old == init and value != init:
-            view.extend(rid, pid, value)
+            if rid in view.rows:  # a row in array form grows (``RPView.extend`` does nothing otherwise)
+                view.extend(rid, pid, value)
         else:
             view.forget(rid)
         if value == init:
@@ -278,7 +315,6 @@ class StateStore:
             if row is None:
                 row = table[rid] = {}
             row[pid] = value
-        rev = self.rev.get(name)
         if rev is not None:
             if value == init:
                 rev.unhold(pid, rid)

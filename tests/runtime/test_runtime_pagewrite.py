@@ -20,6 +20,7 @@ from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime.index import SealedRows
 from morphcache.runtime.pages import MetaColumns, PageRecord
 from morphcache.runtime.policy import PageMeta
+from morphcache.runtime.state import StateStore
 
 
 def _slots(cls: type) -> list[str]:
@@ -40,6 +41,45 @@ def test_an_opened_record_equals_the_constructed_one() -> None:
     assert got.token_ids == [] and got.token_ids is not want.token_ids
     assert (fast.last_use == made.last_use).all() and (fast.uses == made.uses).all()
     assert (fast.holders == made.holders).all()
+
+
+def test_a_run_of_opened_records_equals_them_opened_one_by_one() -> None:
+    """``PageRecord.opened_run`` against ``opened`` page by page (each the next one's parent), the
+    columns grown past their size and reset the same way; ``alloc_pages`` against ``alloc_page``."""
+    rng = random.Random(3)
+    m = CacheManager(config=small_config(gpu_pages=8))
+    cspec = m.parts.pipe.store.cspec
+    for _ in range(40):
+        pids = rng.sample(range(200), rng.randrange(0, 9))
+        one, run = MetaColumns(4), MetaColumns(4)
+        size = rng.randrange(4, 60)
+        for cols in (one, run):
+            cols.ensure(size)
+            cols.last_use[:], cols.uses[:], cols.holders[:] = 7, 3, 2
+        hashes = [rng.getrandbits(64) for _ in pids]
+        parent, want = 9, []
+        for j, (pid, h) in enumerate(zip(pids, hashes, strict=True)):
+            want.append(PageRecord.opened(one, pid, parent, h, 4 + j, "s", None, "w", 64))
+            parent = pid
+        got = PageRecord.opened_run(run, pids, 9, hashes, 4, "s", None, "w", 64)
+        names = [name for name in _slots(PageRecord) if name != "cols"] + ["last_use", "uses", "holders"]
+        assert [[getattr(r, x) for x in names] for r in got] == [[getattr(r, x) for x in names] for r in want]
+        assert all(np.array_equal(getattr(one, c), getattr(run, c)) for c in ("last_use", "uses", "holders"))
+    for _ in range(40):  # page ids: freed ones first, latest freed first, then fresh ones, the store grown
+        a, b = StateStore(cspec, 4), StateStore(cspec, 4)
+        for store in (a, b):
+            store.begin()
+        for _ in range(rng.randrange(1, 10)):
+            if rng.random() < 0.3 and a.live_pages:
+                pid = rng.choice(sorted(a.live_pages))
+                a.free_page(pid)
+                b.free_page(pid)
+            else:
+                k = rng.randrange(0, 70)
+                assert [a.alloc_page() for _ in range(k)] == b.alloc_pages(k)
+        assert (a.page_cap, a.next_page, a.free_page_ids, list(a.live_pages), a.journal) == (
+            b.page_cap, b.next_page, b.free_page_ids, list(b.live_pages), b.journal)
+    m.close()
 
 
 @pytest.mark.parametrize("seed", range(4))
