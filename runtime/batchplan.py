@@ -167,7 +167,7 @@ class BatchPlanner:
                        and any(self._alias(w, pat, same, page) for wn, w in writes if wn == n)}
             if not aliased:
                 return PRE
-            if all(pat in ("r", "p") and n in affine for n, pat in aliased):
+            if all(pat in ("r", "p") and n in affine for n, pat in aliased) and not _stepped_in_reduce(e, affine):
                 return AFFINE
             if conjunct and same and "p" not in {x.name for x in walk(e) if isinstance(x, Name)} \
                     and preserved(self.cspec, ev, e):
@@ -210,3 +210,10 @@ class BatchPlanner:
         if isinstance(e, Compare) and e.op in ("==", "<", "<=", ">", ">="):
             return self._linear(e.left, affine) and self._linear(e.right, affine)
         return isinstance(e, BoolOp) and e.op == "and" and all(self._convex(v, affine) for v in e.values)
+
+
+def _stepped_in_reduce(e: Expr, affine: dict[str, int]) -> bool:
+    """Whether a stepped column is read inside a reduction's body (where the vector backend's bindings
+    carry another axis, so the step of each firing is not the value's: such a conjunct is not affine)."""
+    return any(isinstance(x, Index) and x.name in affine
+               for node in walk(e) if isinstance(node, Reduce) for x in walk(node.body))
