@@ -68,9 +68,10 @@ class VectorFiring:
     def run(self, atomic: bool) -> np.ndarray:
         """Decide and apply the batch; returns the mask of firings that fired."""
         pipe, ev, plan = self.pipe, self.ev, self.plan
+        counted = not atomic and not plan.independent  # firings on their own, but for stepped aggregates
         if (not self.distinct and plan.shape != "repeat" and len(np.unique(self.p)) != self.count) \
                 or (plan.shape == "many" and not self.distinct and len(np.unique(self.r)) != self.count) \
-                or (not atomic and not plan.independent):
+                or (counted and not plan.counted):
             return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
         if plan.ends and not pipe.recorder.enabled:
             self.run_ends()
@@ -79,30 +80,37 @@ class VectorFiring:
         repeat = plan.shape == "repeat"  # one page: what does not step is one scalar for every firing
         n = dict(pipe.names.bind(ev, self.r, int(self.p[0]) if repeat else self.p, None, None))
         pre = store.varrays
-        moved = pre
-        if plan.affine:  # the columns each firing steps, seen at the k-th firing
+        moved, stepped = pre, n  # what the affine classes read: the columns and aggregates each firing steps
+        if plan.affine or plan.stepped:
             steps = np.arange(self.count, dtype=np.int64)
             moved = dict(pre)
-            for name, inc in plan.affine.items():
+            for name, inc in plan.affine.items():  # seen at the k-th firing
                 moved[name] = _Affine(store.rvecs[name] if name in store.rvecs else store.vecs[name], steps * inc)
+            stepped = self._stepped(n, steps)
         if repeat:
             ok = np.full(self.count, pipe.owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:
             sources = pipe.sources[ev.name]
             codes = self._owner_codes()  # a few source states: one comparison each (isin's fixed cost is more)
             ok = one_of(codes, sources) if len(sources) <= 4 else np.isin(codes, np.fromiter(sources, dtype=np.int64))
+        later = []  # counted: the affine conjuncts, decided once the others are
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
             if klass == ONCE or (repeat and klass == PRE):
                 first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
                 value: Any = bool(c.fn(first, store.arrays))
+            elif klass == AFFINE:
+                if counted:
+                    later.append(c)
+                    continue
+                value = c.vfn(stepped, moved)
             else:
-                value = c.vfn(n, moved if klass == AFFINE else pre)
+                value = c.vfn(n, pre)
             np.logical_and(ok, value, out=ok)  # an int column's truth read in the same pass (no cast first)
         values = []
         extremes: list[tuple[Any, Any] | None] = []  # each value's (min, max) where the bounds read both
         bounds = pipe.write_plan(ev.name)
         for eff, klass, (_, _, lo, hi) in zip(ev.effects, plan.effects, bounds, strict=True):
-            value = np.asarray(eff.vfn(n, moved if klass == AFFINE else pre))
+            value = np.asarray(eff.vfn(stepped, moved) if klass == AFFINE else eff.vfn(n, pre))
             if value.shape != (self.count,):  # one value for every firing (a scalar: repeat is one C call)
                 value = value.repeat(self.count) if value.size == 1 else np.broadcast_to(value, (self.count,))
             low = _MIN(value) if lo is not None else None  # the ufuncs' reductions: no Python wrapper
@@ -116,6 +124,11 @@ class VectorFiring:
                     inside &= value <= hi
                 ok &= inside
             values.append(value)
+        if later:
+            decided = self._counted(ok, later, n)
+            if decided is None:
+                return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
+            ok = decided
         if atomic and not _ALL(ok):
             return self._refuse()
         if plan.shape == "many" or not atomic:
@@ -123,6 +136,32 @@ class VectorFiring:
         else:
             self._apply(None, values, extremes)  # every firing fires
         return ok
+
+    def _stepped(self, n: dict[str, Any], before: np.ndarray) -> dict[str, Any]:
+        """The names with each stepped aggregate as the firings see it: moved by its step once for each of
+        ``before`` (per firing: the firings before it that fired)."""
+        out = dict(n)
+        for name, step in self.plan.stepped.items():
+            out[name] = n[name] + before * step
+        return out
+
+    def _counted(self, ok: np.ndarray, conjuncts: list[Any], n: dict[str, Any]) -> np.ndarray | None:
+        """Firings each decided on its own whose affine conjuncts read stepped aggregates: firing k sees
+        them moved by the firings before it that fired, which depends on their outcomes.  Guess the
+        outcomes, evaluate with the counts they give, and keep a guess that reproduces itself: each
+        firing's outcome is then the one it has after the outcomes before it, firing by firing
+        (by induction on k).  Two guesses (every passing firing fires; then what that gave); None if
+        neither holds (the batch fires one by one)."""
+        pre, guess = self.pipe.store.varrays, ok
+        for _ in range(2):
+            names = self._stepped(n, np.cumsum(guess) - guess)
+            got = ok.copy()
+            for c in conjuncts:
+                np.logical_and(got, c.vfn(names, pre), out=got)
+            if np.array_equal(got, guess):
+                return got
+            guess = got
+        return None
 
     def run_ends(self) -> None:
         """A repeat whose affine conjuncts and effects are convex and linear in k (batchplan.py): decided

@@ -155,14 +155,9 @@ class RuntimeNames:
         """Aggregate ``name``'s contribution of a page by the state code of the one object its body reads
         (its compiled body evaluated once per state), or None where it reads anything else."""
         agg = self.cspec.aggregates[name]
-        codes = self.cspec.codes.get(next(iter(agg.reads))) if len(agg.reads) == 1 else None
-        if not codes or next(iter(agg.reads)) not in self.store.cols:
+        if len(agg.reads) != 1 or next(iter(agg.reads)) not in self.store.cols:
             return None
-        var, body = next(iter(agg.reads)), self.agg_body[name]
-        table = [0] * (max(codes.values()) + 1)
-        for code in codes.values():
-            table[code] = _contribution(agg.kind, body({agg.var: 0}, {var: [code]}))
-        return table
+        return aggregate_terms(self.cspec, name, self.agg_body[name])
 
     def dirty(self, index: Any) -> None:
         """A value an aggregate reads changed at page ``index`` (an id or an array of ids): a tabled
@@ -226,6 +221,23 @@ class RuntimeNames:
         if self.agg_dirty:
             self.refresh()
         return sorted(self.agg_contrib[name])
+
+
+def aggregate_terms(cspec: CompiledSpec, name: str, body: Any = None) -> list[int] | None:
+    """Aggregate ``name``'s term of a page by the state code of the one page object its body reads (its
+    body evaluated once per state; ``body``, the body compiled, when at hand), or None where the body
+    reads anything else."""
+    agg = cspec.aggregates[name]
+    var = next(iter(agg.reads)) if len(agg.reads) == 1 else None
+    codes = cspec.codes.get(var) if var is not None else None
+    if not codes or cspec.scopes.get(var) != "page":  # type: ignore[arg-type]
+        return None
+    if body is None:
+        body = compile_source(encode_states(agg.body, cspec.codes))
+    table = [0] * (max(codes.values()) + 1)
+    for code in codes.values():
+        table[code] = _contribution(agg.kind, body({agg.var: 0}, {var: [code]}))
+    return table
 
 
 def _contribution(kind: str, value: Any) -> int:
