@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from morphcache.spec.vector import one_of
-
 from .batchplan import AFFINE, ONCE, PRE, Plan
 from .compiler import CompiledEvent
 
@@ -90,9 +88,7 @@ class VectorFiring:
         if repeat:
             ok = np.full(self.count, pipe.owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:
-            sources = pipe.sources[ev.name]
-            codes = self._owner_codes()  # a few source states: one comparison each (isin's fixed cost is more)
-            ok = one_of(codes, sources) if len(sources) <= 4 else np.isin(codes, np.fromiter(sources, dtype=np.int64))
+            ok = pipe.source_table[ev.name][self._owner_codes()]  # each owner's state looked up (a fresh array)
         later = []  # counted: the affine conjuncts, decided once the others are
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
             if klass == ONCE or (repeat and klass == PRE):
@@ -106,13 +102,21 @@ class VectorFiring:
             else:
                 value = c.vfn(n, pre)
             np.logical_and(ok, value, out=ok)  # an int column's truth read in the same pass (no cast first)
-        values = []
+        values: list[Any] = []  # per effect: an array of one value per firing, or one int for every firing
         extremes: list[tuple[Any, Any] | None] = []  # each value's (min, max) where the bounds read both
         bounds = pipe.write_plan(ev.name)
         for eff, klass, (_, _, lo, hi) in zip(ev.effects, plan.effects, bounds, strict=True):
-            value = np.asarray(eff.vfn(stepped, moved) if klass == AFFINE else eff.vfn(n, pre))
-            if value.shape != (self.count,):  # one value for every firing (a scalar: repeat is one C call)
-                value = value.repeat(self.count) if value.size == 1 else np.broadcast_to(value, (self.count,))
+            value = eff.vfn(stepped, moved) if klass == AFFINE else eff.vfn(n, pre)
+            if value.__class__ is not np.ndarray or value.shape != (self.count,):
+                if value.__class__ is not np.ndarray or not value.ndim:  # one value for every firing (a
+                    # constant): its bounds checked once
+                    value = int(value)
+                    if (lo is not None and value < lo) or (hi is not None and value > hi):
+                        ok[:] = False
+                    extremes.append((value, value))
+                    values.append(value)
+                    continue
+                value = np.broadcast_to(value, (self.count,))
             low = _MIN(value) if lo is not None else None  # the ufuncs' reductions: no Python wrapper
             high = _MAX(value) if hi is not None else None
             extremes.append((low, high) if lo is not None and hi is not None else None)
@@ -225,6 +229,9 @@ class VectorFiring:
         if pipe.sources[ev.name] != {ev.target} or ev.owner in pipe.watchers:  # else every owner is at the
             pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)  # target already: no change
         for k, (eff, value) in enumerate(zip(ev.effects, values, strict=True)):
+            if value.__class__ is int:  # one value for every firing
+                pipe.write_many(eff.target, eff.scope, rids, None if eff.scope == "reader" else pids, value, pid_list)
+                continue
             if eff.scope == "reader" and plan.shape == "one":
                 pipe.write_many(eff.target, "reader", rids, None, int(value[-1]))
                 continue
@@ -243,7 +250,7 @@ class VectorFiring:
         """The same reader and page every time: what the last firing leaves is what stays."""
         pipe, ev = self.pipe, self.ev
         r, p = self.r, int(self.p[0])
-        writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[-1]))
+        writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _at(value, -1))
                   for eff, value in zip(ev.effects, values, strict=True)]
         pipe.apply_firing(ev, r, p, ev.target, writes)
         pipe.count(ev.name, self.count)
@@ -258,7 +265,7 @@ class VectorFiring:
             p = int(self.p[k])
             n = pipe.names.bind(ev, r, p, None, None)
             proj = pipe.recorder.before(ev, r, p, n)
-            writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[k]))
+            writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _at(value, k))
                       for eff, value in zip(ev.effects, values, strict=True)]
             pipe.apply_firing(ev, r, p, ev.target, writes)
             pipe.count(ev.name, 1)
@@ -267,6 +274,11 @@ class VectorFiring:
 
 
 _MIN, _MAX, _ALL = np.minimum.reduce, np.maximum.reduce, np.logical_and.reduce
+
+
+def _at(value: Any, k: int) -> Any:
+    """The value firing ``k`` writes: one of an array's, or the one int every firing writes."""
+    return value if value.__class__ is int else _py(value[k])
 
 
 def _py(value: Any) -> Any:

@@ -159,12 +159,16 @@ class Parts:
 
     def publish_generation(self, index: Any) -> None:
         """Tell the data plane the generation of pages on the GPU whose ``gen`` changed."""
-        pids = index.tolist() if isinstance(index, np.ndarray) else [index]
         store, records, data = self.pipe.store, self.pages.records, self.storage.data
-        for pid in pids:
+        if not isinstance(index, np.ndarray):
+            rec = records.get(index)
+            if rec is not None and rec.gpu_slot >= 0:
+                data.set_generation(rec.gpu_slot, store.page(GEN, index))
+            return
+        for pid, gen in zip(index.tolist(), store.vecs[GEN][index].tolist(), strict=True):  # a batch's: one read
             rec = records.get(pid)
             if rec is not None and rec.gpu_slot >= 0:
-                data.set_generation(rec.gpu_slot, store.page(GEN, pid))
+                data.set_generation(rec.gpu_slot, gen)
 
     def snapshot(self) -> MetricsSnapshot:
         """The metrics with the occupancy of every tier."""
