@@ -101,6 +101,10 @@ class VectorFiring:
                 value = c.vfn(stepped, moved)
             else:
                 value = c.vfn(n, pre)
+            if value.__class__ is not np.ndarray:  # one truth for every firing (a reader's, a constant's)
+                if not value:
+                    ok[:] = False
+                continue
             np.logical_and(ok, value, out=ok)  # an int column's truth read in the same pass (no cast first)
         values: list[Any] = []  # per effect: an array of one value per firing, or one int for every firing
         extremes: list[tuple[Any, Any] | None] = []  # each value's (min, max) where the bounds read both

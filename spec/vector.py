@@ -101,7 +101,11 @@ def compile_vector(e: Expr) -> VecCompiled:  # noqa: C901 - one case per node ki
         fn, lhs, rhs = _ARITH[e.op], compile_vector(e.left), compile_vector(e.right)
         return lambda n, a: fn(lhs(n, a), rhs(n, a))
     if isinstance(e, Compare):
-        cmp, lhs, rhs = _CMP[e.op], compile_vector(e.left), compile_vector(e.right)
+        cmp = _CMP[e.op]
+        if isinstance(e.right, Const) and _plain(e.right.value):  # x[p] == 'gpu' (a state code)
+            lhs, const = compile_vector(e.left), np.array(e.right.value)
+            return lambda n, a: cmp(lhs(n, a), const)
+        lhs, rhs = compile_vector(e.left), compile_vector(e.right)
         return lambda n, a: cmp(lhs(n, a), rhs(n, a))
     if isinstance(e, InSet):
         return _compile_inset(e)
@@ -123,9 +127,21 @@ def compile_vector(e: Expr) -> VecCompiled:  # noqa: C901 - one case per node ki
 def _compile_inset(e: InSet) -> VecCompiled:
     item = compile_vector(e.item)
     opts = [compile_vector(o) for o in e.options]
+    values = [o.value for o in e.options if isinstance(o, Const) and _plain(o.value)]
+    if len(values) == len(e.options):  # constants (state codes)
+        consts = [np.array(v) for v in values]
+        if e.negated:
+            return lambda n, a: np.logical_not(one_of(item(n, a), consts))
+        return lambda n, a: one_of(item(n, a), consts)
     if e.negated:
         return lambda n, a: _fold(np.logical_and, [np.not_equal(v, o(n, a)) for v in [item(n, a)] for o in opts])
     return lambda n, a: one_of(item(n, a), [o(n, a) for o in opts])
+
+
+def _plain(value: Any) -> bool:
+    """An int constant (a state code, a number; not a bool): compared as a 0-d array, which numpy
+    compares without converting a Python scalar each time (the result is the same)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def one_of(values: Any, options: Iterable[Any]) -> Any:
