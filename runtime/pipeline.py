@@ -466,9 +466,12 @@ class Pipeline:
                 except GuardRefused:  # an effect out of its bounds: refused (and counted) as alone
                     pass
             return fired
+        fire = self.firer(ev.name)
+        if count == 1:  # one firing is all or nothing on its own: no transaction
+            fire(rs[0], ps[0], None, None)
+            return np.ones(1, dtype=bool)
         sp = self.begin()
         try:
-            fire = self.firer(ev.name)
             for rid, pid in zip(rs, ps, strict=True):
                 fire(rid, pid, None, None)
         except BaseException:
