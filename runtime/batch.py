@@ -77,6 +77,8 @@ class VectorFiring:
         store = pipe.store
         repeat = plan.shape == "repeat"  # one page: what does not step is one scalar for every firing
         n = dict(pipe.names.bind(ev, self.r, int(self.p[0]) if repeat else self.p, None, None))
+        if counted and self._none_fire(n):
+            return np.zeros(self.count, dtype=bool)
         pre = store.varrays
         moved, stepped = pre, n  # what the affine classes read: the columns and aggregates each firing steps
         if plan.affine or plan.stepped:
@@ -152,6 +154,17 @@ class VectorFiring:
         for name, step in self.plan.stepped.items():
             out[name] = n[name] + before * step
         return out
+
+    def _none_fire(self, n: dict[str, Any]) -> bool:
+        """Whether an affine conjunct (reading stepped aggregates) is false for every firing at the
+        aggregates as they are (the pool full): then no firing fires, each seeing them unmoved."""
+        pre = self.pipe.store.varrays
+        for c, klass in zip(self.ev.conjuncts, self.plan.conjuncts, strict=True):
+            if klass == AFFINE:
+                value = c.vfn(n, pre)
+                if value.__class__ is not np.ndarray and not value:
+                    return True
+        return False
 
     def _counted(self, ok: np.ndarray, conjuncts: list[Any], n: dict[str, Any]) -> np.ndarray | None:
         """Firings each decided on its own whose affine conjuncts read stepped aggregates: firing k sees

@@ -52,12 +52,14 @@ def test_stepped_batches_agree_with_one_by_one(seed: int) -> None:
     pipe, store = m.parts.pipe, m.parts.pipe.store
     admit = m.parts.cspec.events["admit"]
     rng = random.Random(seed)
-    vector = partial = 0
+    vector = partial = nothing = 0
     for _ in range(30):
         live = sorted(store.live_pages)
         sp = pipe.begin()
         evict = np.asarray(rng.sample(live, rng.randrange(0, min(len(live), 60))), dtype=np.int64)
         pipe.fire_batch("evict", None, evict, atomic=False, distinct=True)
+        if rng.random() < 0.3:  # fill the pool first
+            pipe.fire_each(admit, None, np.asarray(live, dtype=np.int64), len(live), False)
         pids = np.asarray(rng.sample(live, rng.randrange(16, min(len(live), 70))), dtype=np.int64)
         atomic = rng.random() < 0.4
         before = pipe.vector_firings
@@ -66,8 +68,9 @@ def test_stepped_batches_agree_with_one_by_one(seed: int) -> None:
         one = _after(m, lambda: pipe.fire_each(admit, None, pids, len(pids), atomic))  # noqa: B023
         assert batch == one
         partial += isinstance(batch[0], list) and 0 < sum(batch[0]) < len(pids)
+        nothing += isinstance(batch[0], list) and not any(batch[0])  # the pool full before the batch
         pipe.rollback(sp)
-    assert vector > 10 and partial > 3
+    assert vector > 6 and partial > 3 and nothing > 0
     m.check_integrity()
     m.close()
 
