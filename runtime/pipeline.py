@@ -469,7 +469,7 @@ class Pipeline:
         fire = self.firer(ev.name)
         if count == 1:  # one firing is all or nothing on its own: no transaction
             fire(rs[0], ps[0], None, None)
-            return np.ones(1, dtype=bool)
+            return _all_fired(1)
         sp = self.begin()
         try:
             for rid, pid in zip(rs, ps, strict=True):
@@ -478,7 +478,14 @@ class Pipeline:
             self.rollback(sp)
             raise
         self.commit()
-        return np.ones(count, dtype=bool)
+        return _all_fired(count)
+
+def _all_fired(count: int) -> np.ndarray:
+    """A mask of ``count`` firings that all fired (``np.ones`` without its Python wrapper)."""
+    out = np.empty(count, dtype=bool)
+    out.fill(True)
+    return out
+
 
 def _index(index: str, r: int | None, p: int | None, star: int | None) -> Any:
     """The index an effect written ``x[index]`` assigns for reader ``r``, page ``p`` and '*' = ``star``."""
