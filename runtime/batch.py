@@ -11,7 +11,9 @@ for which batches qualify and how each conjunct and effect is evaluated).
 
 A repeat on one page whose affine conjuncts are convex in the firing's number is decided by the
 generated functions at its first and last firing (``run_ends``).  A refused all-or-none batch is
-fired again one by one, so its refusal is exactly a single firing's.
+fired again one by one, so its refusal is exactly a single firing's.  Firings each decided on their
+own whose guard reads an aggregate they move are *counted* (``_counted``).  This module is longer than
+most: the stages over arrays and their three special cases (ends, counted, recorded) read best together.
 """
 
 from __future__ import annotations
