@@ -11,7 +11,9 @@ for which batches qualify and how each conjunct and effect is evaluated).
 
 A repeat on one page whose affine conjuncts are convex in the firing's number is decided by the
 generated functions at its first and last firing (``run_ends``).  A refused all-or-none batch is
-fired again one by one, so its refusal is exactly a single firing's.
+fired again one by one, so its refusal is exactly a single firing's.  Firings each decided on their
+own whose guard reads an aggregate they move are *counted* (``_counted``).  This module is longer than
+most: the stages over arrays and their three special cases (ends, counted, recorded) read best together.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from morphcache.spec.vector import one_of
 
 from .batchplan import AFFINE, ONCE, PRE, Plan
 from .compiler import CompiledEvent
@@ -68,9 +68,10 @@ class VectorFiring:
     def run(self, atomic: bool) -> np.ndarray:
         """Decide and apply the batch; returns the mask of firings that fired."""
         pipe, ev, plan = self.pipe, self.ev, self.plan
+        counted = not atomic and not plan.independent  # firings on their own, but for stepped aggregates
         if (not self.distinct and plan.shape != "repeat" and len(np.unique(self.p)) != self.count) \
                 or (plan.shape == "many" and not self.distinct and len(np.unique(self.r)) != self.count) \
-                or (not atomic and not plan.independent):
+                or (counted and not plan.counted):
             return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
         if plan.ends and not pipe.recorder.enabled:
             self.run_ends()
@@ -78,33 +79,52 @@ class VectorFiring:
         store = pipe.store
         repeat = plan.shape == "repeat"  # one page: what does not step is one scalar for every firing
         n = dict(pipe.names.bind(ev, self.r, int(self.p[0]) if repeat else self.p, None, None))
+        if counted and self._none_fire(n):
+            return np.zeros(self.count, dtype=bool)
         pre = store.varrays
-        moved = pre
-        if plan.affine:  # the columns each firing steps, seen at the k-th firing
+        moved, stepped = pre, n  # what the affine classes read: the columns and aggregates each firing steps
+        if plan.affine or plan.stepped:
             steps = np.arange(self.count, dtype=np.int64)
             moved = dict(pre)
-            for name, inc in plan.affine.items():
+            for name, inc in plan.affine.items():  # seen at the k-th firing
                 moved[name] = _Affine(store.rvecs[name] if name in store.rvecs else store.vecs[name], steps * inc)
+            stepped = self._stepped(n, steps)
         if repeat:
             ok = np.full(self.count, pipe.owner_state(ev, self.r, int(self.p[0])) in pipe.sources[ev.name])
         else:
-            sources = pipe.sources[ev.name]
-            codes = self._owner_codes()  # a few source states: one comparison each (isin's fixed cost is more)
-            ok = one_of(codes, sources) if len(sources) <= 4 else np.isin(codes, np.fromiter(sources, dtype=np.int64))
+            ok = pipe.source_table[ev.name][self._owner_codes()]  # each owner's state looked up (a fresh array)
+        later = []  # counted: the affine conjuncts, decided once the others are
         for c, klass in zip(ev.conjuncts, plan.conjuncts, strict=True):
             if klass == ONCE or (repeat and klass == PRE):
                 first = n if repeat else pipe.names.bind(ev, self.r, int(self.p[0]), None, None)
                 value: Any = bool(c.fn(first, store.arrays))
+            elif klass == AFFINE:
+                if counted:
+                    later.append(c)
+                    continue
+                value = c.vfn(stepped, moved)
             else:
-                value = c.vfn(n, moved if klass == AFFINE else pre)
+                value = c.vfn(n, pre)
+            if value.__class__ is not np.ndarray:  # one truth for every firing (a reader's, a constant's)
+                if not value:
+                    ok[:] = False
+                continue
             np.logical_and(ok, value, out=ok)  # an int column's truth read in the same pass (no cast first)
-        values = []
+        values: list[Any] = []  # per effect: an array of one value per firing, or one int for every firing
         extremes: list[tuple[Any, Any] | None] = []  # each value's (min, max) where the bounds read both
         bounds = pipe.write_plan(ev.name)
         for eff, klass, (_, _, lo, hi) in zip(ev.effects, plan.effects, bounds, strict=True):
-            value = np.asarray(eff.vfn(n, moved if klass == AFFINE else pre))
-            if value.shape != (self.count,):  # one value for every firing (a scalar: repeat is one C call)
-                value = value.repeat(self.count) if value.size == 1 else np.broadcast_to(value, (self.count,))
+            value = eff.vfn(stepped, moved) if klass == AFFINE else eff.vfn(n, pre)
+            if value.__class__ is not np.ndarray or value.shape != (self.count,):
+                if value.__class__ is not np.ndarray or not value.ndim:  # one value for every firing (a
+                    # constant): its bounds checked once
+                    value = int(value)
+                    if (lo is not None and value < lo) or (hi is not None and value > hi):
+                        ok[:] = False
+                    extremes.append((value, value))
+                    values.append(value)
+                    continue
+                value = np.broadcast_to(value, (self.count,))
             low = _MIN(value) if lo is not None else None  # the ufuncs' reductions: no Python wrapper
             high = _MAX(value) if hi is not None else None
             extremes.append((low, high) if lo is not None and hi is not None else None)
@@ -116,6 +136,11 @@ class VectorFiring:
                     inside &= value <= hi
                 ok &= inside
             values.append(value)
+        if later:
+            decided = self._counted(ok, later, n)
+            if decided is None:
+                return pipe.fire_each(ev, self.r, self.p, self.count, atomic)
+            ok = decided
         if atomic and not _ALL(ok):
             return self._refuse()
         if plan.shape == "many" or not atomic:
@@ -123,6 +148,43 @@ class VectorFiring:
         else:
             self._apply(None, values, extremes)  # every firing fires
         return ok
+
+    def _stepped(self, n: dict[str, Any], before: np.ndarray) -> dict[str, Any]:
+        """The names with each stepped aggregate as the firings see it: moved by its step once for each of
+        ``before`` (per firing: the firings before it that fired)."""
+        out = dict(n)
+        for name, step in self.plan.stepped.items():
+            out[name] = n[name] + before * step
+        return out
+
+    def _none_fire(self, n: dict[str, Any]) -> bool:
+        """Whether an affine conjunct (reading stepped aggregates) is false for every firing at the
+        aggregates as they are (the pool full): then no firing fires, each seeing them unmoved."""
+        pre = self.pipe.store.varrays
+        for c, klass in zip(self.ev.conjuncts, self.plan.conjuncts, strict=True):
+            if klass == AFFINE:
+                value = c.vfn(n, pre)
+                if value.__class__ is not np.ndarray and not value:
+                    return True
+        return False
+
+    def _counted(self, ok: np.ndarray, conjuncts: list[Any], n: dict[str, Any]) -> np.ndarray | None:
+        """Firings each decided on its own whose affine conjuncts read stepped aggregates: firing k sees
+        them moved by the firings before it that fired, which depends on their outcomes.  Guess the
+        outcomes, evaluate with the counts they give, and keep a guess that reproduces itself: each
+        firing's outcome is then the one it has after the outcomes before it, firing by firing
+        (by induction on k).  Two guesses (every passing firing fires; then what that gave); None if
+        neither holds (the batch fires one by one)."""
+        pre, guess = self.pipe.store.varrays, ok
+        for _ in range(2):
+            names = self._stepped(n, np.cumsum(guess) - guess)
+            got = ok.copy()
+            for c in conjuncts:
+                np.logical_and(got, c.vfn(names, pre), out=got)
+            if np.array_equal(got, guess):
+                return got
+            guess = got
+        return None
 
     def run_ends(self) -> None:
         """A repeat whose affine conjuncts and effects are convex and linear in k (batchplan.py): decided
@@ -186,6 +248,9 @@ class VectorFiring:
         if pipe.sources[ev.name] != {ev.target} or ev.owner in pipe.watchers:  # else every owner is at the
             pipe.write_many(ev.owner, ev.scope, rids, pids, ev.target, pid_list)  # target already: no change
         for k, (eff, value) in enumerate(zip(ev.effects, values, strict=True)):
+            if value.__class__ is int:  # one value for every firing
+                pipe.write_many(eff.target, eff.scope, rids, None if eff.scope == "reader" else pids, value, pid_list)
+                continue
             if eff.scope == "reader" and plan.shape == "one":
                 pipe.write_many(eff.target, "reader", rids, None, int(value[-1]))
                 continue
@@ -204,7 +269,7 @@ class VectorFiring:
         """The same reader and page every time: what the last firing leaves is what stays."""
         pipe, ev = self.pipe, self.ev
         r, p = self.r, int(self.p[0])
-        writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[-1]))
+        writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _at(value, -1))
                   for eff, value in zip(ev.effects, values, strict=True)]
         pipe.apply_firing(ev, r, p, ev.target, writes)
         pipe.count(ev.name, self.count)
@@ -219,7 +284,7 @@ class VectorFiring:
             p = int(self.p[k])
             n = pipe.names.bind(ev, r, p, None, None)
             proj = pipe.recorder.before(ev, r, p, n)
-            writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _py(value[k]))
+            writes = [(eff.target, {"p": "p", "r": "r", "r,p": "rp"}[eff.index], None, _at(value, k))
                       for eff, value in zip(ev.effects, values, strict=True)]
             pipe.apply_firing(ev, r, p, ev.target, writes)
             pipe.count(ev.name, 1)
@@ -228,6 +293,11 @@ class VectorFiring:
 
 
 _MIN, _MAX, _ALL = np.minimum.reduce, np.maximum.reduce, np.logical_and.reduce
+
+
+def _at(value: Any, k: int) -> Any:
+    """The value firing ``k`` writes: one of an array's, or the one int every firing writes."""
+    return value if value.__class__ is int else _py(value[k])
 
 
 def _py(value: Any) -> Any:

@@ -24,7 +24,7 @@ a quantifier over every live id, an aggregate).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from morphcache.spec.expr import Binary, BoolOp, Compare, Const, Expr, Index, Na
 from .compiler import CompiledEvent, CompiledSpec
 from .domains import PAGE_READERS, READER_PAGES
 from .irtools import array_names
+from .names import aggregate_terms
 from .preserve import preserved
 
 PRE, AFFINE, ONCE = "pre", "affine", "once"
@@ -49,11 +50,19 @@ class Plan:
     affine: dict[str, int]  # reader variable -> its increment per firing (shape "one")
     ends: bool = False  # repeat: every affine conjunct convex and effect linear in k (see ``_ends``)
     pair_writes: bool = True  # the owner or an effect is per (reader, page): written one pair at a time
+    stepped: dict[str, int] = field(default_factory=dict)  # aggregate -> its change per firing (``_stepped``)
 
     @property
     def independent(self) -> bool:
         """Each firing's outcome is its own (no affine or once class): may fire non-atomically."""
         return all(c == PRE for c in self.conjuncts + self.effects)
+
+    @property
+    def counted(self) -> bool:
+        """Each firing's outcome is its own but for stepped aggregates (the affine conjuncts read nothing
+        else stepped, no effect is affine): may fire non-atomically, each firing seeing the aggregates
+        moved by the firings before it that fired (``VectorFiring``)."""
+        return not self.affine and all(e == PRE for e in self.effects) and ONCE not in self.conjuncts
 
 
 class BatchPlanner:
@@ -78,13 +87,14 @@ class BatchPlanner:
         return self.plans[key]
 
     # -- analysis ---------------------------------------------------------------------------------
-    def _reads(self, e: Expr) -> set[tuple[str, str]]:
+    def _reads(self, e: Expr, stepped: Any = ()) -> set[tuple[str, str]]:
+        """What ``e`` reads, as (name, pattern); an aggregate of ``stepped`` read directly is left out."""
         out: set[tuple[str, str]] = set()
         domains = self.cspec.domains
         for node in walk(e):
             if isinstance(node, Index):
                 out.add((node.name, self._pattern(node, e)))
-            elif isinstance(node, Name) and node.name in self.cspec.aggregates:
+            elif isinstance(node, Name) and node.name in self.cspec.aggregates and node.name not in stepped:
                 out |= {(v, "any") for v in self.cspec.aggregates[node.name].reads}
             elif isinstance(node, Name) and node.name in self.cspec.tracked:
                 out |= self._reads(self.cspec.tracked[node.name])
@@ -149,6 +159,20 @@ class BatchPlanner:
                     out[eff.target] = int(right.value) * (1 if v.op == "+" else -1)
         return out
 
+    def _stepped(self, ev: CompiledEvent) -> dict[str, int]:
+        """The aggregates ``ev`` reads that each of its firings moves by one constant: a sum over the pages
+        of the event's own page object (written only as the owner), whose term is the same in every source
+        state: distinct pages, so the k-th firing of a batch sees it moved k times."""
+        out: dict[str, int] = {}
+        if ev.scope != "page" or any(e.target == ev.owner for e in ev.effects):
+            return out
+        for name in ev.reads & self.cspec.aggregates.keys():
+            agg = self.cspec.aggregates[name]
+            terms = aggregate_terms(self.cspec, name) if agg.kind == "sum" and agg.reads == {ev.owner} else None
+            if terms is not None and len({terms[code] for code in ev.sources}) == 1:
+                out[name] = terms[ev.target] - terms[next(iter(ev.sources))]
+        return out
+
     def _plan(self, ev: CompiledEvent, shape: str) -> Plan | None:
         if any(e.star is not None for e in ev.effects) or ev.params or ev.observes or ev.scope == "reader":
             return None
@@ -162,12 +186,16 @@ class BatchPlanner:
                                                         if ev.owner in array_names(c.expr))):
             return None  # repeating needs the owner to stay in a source state, unread by the guard
 
+        stepped = {} if page else self._stepped(ev)
+
         def klass(e: Expr, conjunct: bool) -> str | None:
-            aliased = {(n, pat) for n, pat in self._reads(e) if n in written and n != (ev.owner if page else None)
+            aliased = {(n, pat) for n, pat in self._reads(e, stepped)
+                       if n in written and n != (ev.owner if page else None)
                        and any(self._alias(w, pat, same, page) for wn, w in writes if wn == n)}
+            steps = any(isinstance(x, Name) and x.name in stepped for x in walk(e))
             if not aliased:
-                return PRE
-            if all(pat in ("r", "p") and n in affine for n, pat in aliased):
+                return AFFINE if steps else PRE
+            if all(pat in ("r", "p") and n in affine for n, pat in aliased) and not _stepped_in_reduce(e, affine):
                 return AFFINE
             if conjunct and same and "p" not in {x.name for x in walk(e) if isinstance(x, Name)} \
                     and preserved(self.cspec, ev, e):
@@ -184,7 +212,10 @@ class BatchPlanner:
                             if k == AFFINE) \
             and all(self._linear(e.expr, affine) for e, k in zip(ev.effects, effs, strict=True) if k == AFFINE)
         pairs = any(scope not in ("page", "reader") for scope in (ev.scope, *(e.scope for e in ev.effects)))
-        return Plan(shape, conj, effs, affine, ends, pairs)  # type: ignore[arg-type]
+        exprs = [c.expr for c in ev.conjuncts] + [e.expr for e in ev.effects]
+        used = {x.name for e in exprs for x in walk(e) if isinstance(x, Name)}
+        return Plan(shape, conj, effs, affine, ends, pairs,  # type: ignore[arg-type]
+                    {name: step for name, step in stepped.items() if name in used})
 
     # -- repeats decided at their ends ----------------------------------------------------------------
     # Repeating on one page, an affine read is x + k * c at the k-th firing.  An expression linear in k
@@ -210,3 +241,10 @@ class BatchPlanner:
         if isinstance(e, Compare) and e.op in ("==", "<", "<=", ">", ">="):
             return self._linear(e.left, affine) and self._linear(e.right, affine)
         return isinstance(e, BoolOp) and e.op == "and" and all(self._convex(v, affine) for v in e.values)
+
+
+def _stepped_in_reduce(e: Expr, affine: dict[str, int]) -> bool:
+    """Whether a stepped column is read inside a reduction's body (where the vector backend's bindings
+    carry another axis, so the step of each firing is not the value's: such a conjunct is not affine)."""
+    return any(isinstance(x, Index) and x.name in affine
+               for node in walk(e) if isinstance(node, Reduce) for x in walk(node.body))

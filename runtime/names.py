@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from morphcache.spec.pycode import compile_source
+from morphcache.spec.vector import per_binding
 
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, LIVE_READERS, PAGE_READERS, READER_PAGES, Domain
 from .errors import DomainError
+from .holders import MANY, Holders
 from .incremental import Incremental
 from .irtools import encode_states
 from .sparse import EMPTY
@@ -108,7 +110,13 @@ class RuntimeNames:
                     return _union(_holders(rev.get(x)) for x in np.unique(k).tolist())
                 return _holders(rev.get(k))
 
-            return page_readers_indexed
+            def holder_pairs(n: Mapping[str, Any]) -> tuple[int, np.ndarray, np.ndarray] | None:
+                k = n[key]  # type: ignore[index]
+                if not isinstance(k, np.ndarray) or k.ndim != 1:
+                    return None
+                return _holder_pairs(rev, k)
+
+            return per_binding(page_readers_indexed, holder_pairs)
         return page_readers
 
     def domain(self, dom: Domain, n: Mapping[str, Any]) -> Iterable[int]:
@@ -147,14 +155,9 @@ class RuntimeNames:
         """Aggregate ``name``'s contribution of a page by the state code of the one object its body reads
         (its compiled body evaluated once per state), or None where it reads anything else."""
         agg = self.cspec.aggregates[name]
-        codes = self.cspec.codes.get(next(iter(agg.reads))) if len(agg.reads) == 1 else None
-        if not codes or next(iter(agg.reads)) not in self.store.cols:
+        if len(agg.reads) != 1 or next(iter(agg.reads)) not in self.store.cols:
             return None
-        var, body = next(iter(agg.reads)), self.agg_body[name]
-        table = [0] * (max(codes.values()) + 1)
-        for code in codes.values():
-            table[code] = _contribution(agg.kind, body({agg.var: 0}, {var: [code]}))
-        return table
+        return aggregate_terms(self.cspec, name, self.agg_body[name])
 
     def dirty(self, index: Any) -> None:
         """A value an aggregate reads changed at page ``index`` (an id or an array of ids): a tabled
@@ -220,6 +223,23 @@ class RuntimeNames:
         return sorted(self.agg_contrib[name])
 
 
+def aggregate_terms(cspec: CompiledSpec, name: str, body: Any = None) -> list[int] | None:
+    """Aggregate ``name``'s term of a page by the state code of the one page object its body reads (its
+    body evaluated once per state; ``body``, the body compiled, when at hand), or None where the body
+    reads anything else."""
+    agg = cspec.aggregates[name]
+    var = next(iter(agg.reads)) if len(agg.reads) == 1 else None
+    codes = cspec.codes.get(var) if var is not None else None
+    if not codes or cspec.scopes.get(var) != "page":  # type: ignore[arg-type]
+        return None
+    if body is None:
+        body = compile_source(encode_states(agg.body, cspec.codes))
+    table = [0] * (max(codes.values()) + 1)
+    for code in codes.values():
+        table[code] = _contribution(agg.kind, body({agg.var: 0}, {var: [code]}))
+    return table
+
+
 def _contribution(kind: str, value: Any) -> int:
     """A page's term in a reduction of ``kind`` whose body there is ``value`` (0: neutral)."""
     return int(value) if kind == "sum" else int(not value) if kind == "all" else int(bool(value))
@@ -230,6 +250,27 @@ def _union(parts: Iterable[Iterable[int]]) -> list[int]:
     for part in parts:
         out.update(dict.fromkeys(part))
     return list(out)
+
+
+def _holder_pairs(rev: Holders, pids: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Each page of ``pids`` with each of its holders: ``(len(pids), at, readers)``, pair ``k`` reader
+    ``readers[k]`` of page ``pids[at[k]]`` (a page's one holder read off its slot; shared pages' sets
+    one by one)."""
+    one = rev.vec[pids]
+    at = np.flatnonzero(one >= 0)
+    readers = one[at]
+    shared = np.flatnonzero(one == MANY)
+    if len(shared):
+        more_at: list[int] = []
+        more: list[int] = []
+        many = rev.many
+        for i, pid in zip(shared.tolist(), pids[shared].tolist(), strict=True):
+            held = many[pid]
+            more_at += [i] * len(held)
+            more += held
+        at = np.concatenate((at, np.asarray(more_at, dtype=np.int64)))
+        readers = np.concatenate((readers, np.asarray(more, dtype=np.int64)))
+    return len(pids), at, readers
 
 
 def _holders(found: Any) -> Iterable[int]:

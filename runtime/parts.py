@@ -159,18 +159,16 @@ class Parts:
 
     def publish_generation(self, index: Any) -> None:
         """Tell the data plane the generation of pages on the GPU whose ``gen`` changed."""
-        records = self.pages.records
-        if index.__class__ is int:  # one page (a single firing's)
+        store, records, data = self.pipe.store, self.pages.records, self.storage.data
+        if not isinstance(index, np.ndarray):  # one page (a single firing's)
             rec = records.get(index)
             if rec is not None and rec.gpu_slot >= 0:
-                self.storage.data.set_generation(rec.gpu_slot, self.pipe.store.cols[GEN][index])
+                data.set_generation(rec.gpu_slot, store.cols[GEN][index])
             return
-        pids = index.tolist() if isinstance(index, np.ndarray) else [index]
-        store, data = self.pipe.store, self.storage.data
-        for pid in pids:
+        for pid, gen in zip(index.tolist(), store.vecs[GEN][index].tolist(), strict=True):  # a batch's: one read
             rec = records.get(pid)
             if rec is not None and rec.gpu_slot >= 0:
-                data.set_generation(rec.gpu_slot, store.page(GEN, pid))
+                data.set_generation(rec.gpu_slot, gen)
 
     def snapshot(self) -> MetricsSnapshot:
         """The metrics with the occupancy of every tier."""

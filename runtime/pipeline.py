@@ -60,6 +60,11 @@ class Pipeline:
         self.sources: dict[str, frozenset[int]] = {
             name: frozenset(cspec.codes[ev.owner][src] for (o, e, src) in table if e == name and o == ev.owner)
             for name, ev in cspec.events.items()}
+        self.source_table: dict[str, np.ndarray] = {}  # per event: is-a-source by owner state code (batches)
+        for name, ev in cspec.events.items():
+            is_source = np.zeros(len(cspec.codes[ev.owner]), dtype=bool)
+            is_source[list(self.sources[name])] = True
+            self.source_table[name] = is_source
         self.recorder = Recorder(cspec, store, self.names, enabled=record)
         self.strict = strict
         self.fast = fast and backend == "table"
@@ -479,33 +484,44 @@ class Pipeline:
     def fire_each(self, ev: CompiledEvent, r: Any, p: Any, count: int, atomic: bool) -> np.ndarray:
         """A batch fired one single firing at a time (all or none inside a transaction when ``atomic``);
         the mask of the firings that fired."""
-        rs: list[int | None]
+        rs: list[Any]
         if r is None:
             rs = [None] * count
         elif isinstance(r, (int, np.integer)):
             rs = [int(r)] * count
         else:
-            rs = [int(x) for x in r]
-        ps = [None] * count if p is None else [int(x) for x in p]
-        fired = np.zeros(count, dtype=bool)
+            rs = r.tolist() if isinstance(r, np.ndarray) else [int(x) for x in r]
+        ps: list[Any] = [None] * count if p is None else p.tolist() if isinstance(p, np.ndarray) else \
+            [int(x) for x in p]
         if not atomic:  # each a proposal, as the vector backend decides them: a refusal is not counted
-            propose = self.propose
+            fired = np.zeros(count, dtype=bool)
+            propose = self.proposer(ev.name)
             for i in range(count):
                 try:
-                    fired[i] = propose(ev.name, rs[i], ps[i])
+                    fired[i] = propose(rs[i], ps[i])
                 except GuardRefused:  # an effect out of its bounds: refused (and counted) as alone
                     pass
             return fired
+        fire = self.firer(ev.name)
+        if count == 1:  # one firing is all or nothing on its own: no transaction
+            fire(rs[0], ps[0], None, None)
+            return _all_fired(1)
         sp = self.begin()
         try:
-            for i in range(count):
-                self.fire(ev.name, rs[i], ps[i])
+            for rid, pid in zip(rs, ps, strict=True):
+                fire(rid, pid, None, None)
         except BaseException:
             self.rollback(sp)
             raise
         self.commit()
-        fired[:] = True
-        return fired
+        return _all_fired(count)
+
+def _all_fired(count: int) -> np.ndarray:
+    """A mask of ``count`` firings that all fired (``np.ones`` without its Python wrapper)."""
+    out = np.empty(count, dtype=bool)
+    out.fill(True)
+    return out
+
 
 def _index(index: str, r: int | None, p: int | None, star: int | None) -> Any:
     """The index an effect written ``x[index]`` assigns for reader ``r``, page ``p`` and '*' = ``star``."""

@@ -17,9 +17,18 @@ A reduction adds an axis::
 Its domain is ``names[domain]``: a count (ids ``0..n-1``), an iterable of ids, or a callable taking
 the names and returning one (a domain that depends on a batched name receives the array and returns
 ids covering every binding).  Domains are never numpy arrays in ``names`` (numpy arrays there are
-batched values).  Both branches of ``and``/``or``/``if`` are evaluated everywhere (no short circuit),
-so an expression must be total on every binding, as every spec expression indexing by ``p``, ``r``,
-``q`` and ``s`` is.
+batched values).  A callable domain may also say each binding's own ids (``per_binding``: its ``pairs``
+gives the binding of each pair and the pair's id); one level deep, the body is then evaluated once per
+pair instead of once per binding and id of the union, and reduced per binding::
+
+    p = [3, 7, 9]       readers holding each:  3: {0}   7: {}   9: {0, 4}
+    pairs               at = [0, 2, 2]   s = [0, 0, 4]          body over 3 pairs, not 3 x 2
+    all                 binding i is False where a pair of i is False
+
+which is the closure backend's reading exactly (each binding over its own domain).
+
+Both branches of ``and``/``or``/``if`` are evaluated everywhere (no short circuit), so an expression
+must be total on every binding, as every spec expression indexing by ``p``, ``r``, ``q`` and ``s`` is.
 """
 
 from __future__ import annotations
@@ -92,7 +101,11 @@ def compile_vector(e: Expr) -> VecCompiled:  # noqa: C901 - one case per node ki
         fn, lhs, rhs = _ARITH[e.op], compile_vector(e.left), compile_vector(e.right)
         return lambda n, a: fn(lhs(n, a), rhs(n, a))
     if isinstance(e, Compare):
-        cmp, lhs, rhs = _CMP[e.op], compile_vector(e.left), compile_vector(e.right)
+        cmp = _CMP[e.op]
+        if isinstance(e.right, Const) and _plain(e.right.value):  # x[p] == 'gpu' (a state code)
+            lhs, const = compile_vector(e.left), np.array(e.right.value)
+            return lambda n, a: cmp(lhs(n, a), const)
+        lhs, rhs = compile_vector(e.left), compile_vector(e.right)
         return lambda n, a: cmp(lhs(n, a), rhs(n, a))
     if isinstance(e, InSet):
         return _compile_inset(e)
@@ -114,9 +127,21 @@ def compile_vector(e: Expr) -> VecCompiled:  # noqa: C901 - one case per node ki
 def _compile_inset(e: InSet) -> VecCompiled:
     item = compile_vector(e.item)
     opts = [compile_vector(o) for o in e.options]
+    values = [o.value for o in e.options if isinstance(o, Const) and _plain(o.value)]
+    if len(values) == len(e.options):  # constants (state codes)
+        consts = [np.array(v) for v in values]
+        if e.negated:
+            return lambda n, a: np.logical_not(one_of(item(n, a), consts))
+        return lambda n, a: one_of(item(n, a), consts)
     if e.negated:
         return lambda n, a: _fold(np.logical_and, [np.not_equal(v, o(n, a)) for v in [item(n, a)] for o in opts])
     return lambda n, a: one_of(item(n, a), [o(n, a) for o in opts])
+
+
+def _plain(value: Any) -> bool:
+    """An int constant (a state code, a number; not a bool): compared as a 0-d array, which numpy
+    compares without converting a Python scalar each time (the result is the same)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def one_of(values: Any, options: Iterable[Any]) -> Any:
@@ -153,11 +178,28 @@ def domain_ids(n: Names, domain: str) -> np.ndarray:
     return np.fromiter(ids, dtype=np.int64)
 
 
+PAIRS = "pairs"  # the attribute of a callable domain that gives each binding's own ids (``per_binding``)
+Pairs = Callable[[Names], "tuple[int, np.ndarray, np.ndarray] | None"]
+
+
+def per_binding(ids: Callable[[Names], Iterable[int]], pairs: Pairs) -> Callable[[Names], Iterable[int]]:
+    """``ids`` (a callable domain) that also says each binding's own ids: ``pairs(names)`` returns
+    ``(bindings, at, ids)`` (pair ``k`` is id ``ids[k]`` of binding ``at[k]``; the union need not be
+    taken), or None where it cannot (then ``ids`` is asked)."""
+    setattr(ids, PAIRS, pairs)
+    return ids
+
+
 def _compile_reduce(e: Reduce) -> VecCompiled:
     body, var, domain, kind = compile_vector(e.body), e.var, e.domain, e.kind
 
     def run(n: Names, a: Arrays) -> Any:
         depth = _depth(n)
+        if depth == 1:
+            pairs = getattr(n[domain], PAIRS, None)
+            found = pairs(n) if pairs is not None else None
+            if found is not None:
+                return _reduce_pairs(body, var, kind, n, a, found)
         ids = domain_ids(n, domain)
         inner: dict[str, Any] = {k: (v[..., None] if isinstance(v, np.ndarray) else v) for k, v in n.items()}
         inner[var] = ids.reshape((1,) * depth + (len(ids),))
@@ -175,6 +217,29 @@ def _compile_reduce(e: Reduce) -> VecCompiled:
         return out if depth else out.reshape(()).item()
 
     return run
+
+
+def _reduce_pairs(body: VecCompiled, var: str, kind: str, n: Names, a: Arrays,
+                  found: tuple[int, np.ndarray, np.ndarray]) -> np.ndarray:
+    """A reduction one level deep evaluated at its pairs (``per_binding``), reduced per binding."""
+    bindings, at, ids = found
+    if not len(at):  # no binding has an id: every one neutral
+        return np.full(bindings, kind == "all") if kind != "sum" else np.zeros(bindings, dtype=np.int64)
+    inner: dict[str, Any] = {k: (v[at] if isinstance(v, np.ndarray) else v) for k, v in n.items()}
+    inner[var] = ids
+    inner[DEPTH] = 1
+    value = np.broadcast_to(np.asarray(body(inner, a)), (len(at),))
+    if kind == "all":
+        out = np.ones(bindings, dtype=bool)
+        out[at[np.logical_not(value)]] = False
+        return out
+    if kind == "any":
+        out = np.zeros(bindings, dtype=bool)
+        out[at[value.astype(bool)]] = True
+        return out
+    out = np.zeros(bindings, dtype=np.int64)
+    np.add.at(out, at, value.astype(np.int64))
+    return out
 
 
 def evaluate_vector(e: Expr, names: Names, arrays: Arrays | None = None) -> Any:

@@ -9,6 +9,7 @@ generated source, and once for all bindings with the vector backend; the results
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from morphcache.spec.expr import Expr, Name, walk
+from morphcache.spec.expr import Expr, Name, Reduce, rebuild, walk
 from morphcache.spec.interp import compile_expr
 from morphcache.spec.loader import load_spec
 from morphcache.spec.model import PAGE, READER, READER_PAGE, SYSTEM, Spec
 from morphcache.spec.pycode import compile_source
-from morphcache.spec.vector import compile_vector
+from morphcache.spec.vector import compile_vector, per_binding
 
 ROOT = Path(__file__).resolve().parents[2] / "spec"
 SPECS = [ROOT / "hybrid.yaml", ROOT / "hybrid_single.yaml", *sorted((ROOT / "designs").glob("*.yaml")),
@@ -107,9 +108,30 @@ def test_vector_backend_equals_closures(data: st.DataObject) -> None:
             expected.append(fn(names, closure))
             assert src(names, closure) == expected[-1], f"{spec_name}: {label} (source backend)"
         batch = {v: np.array([c[i] for c in bindings]) for i, (v, _) in enumerate(axes)}
-        got = compile_vector(expr)({**base, **batch}, vector)
+        vfn = compile_vector(expr)
+        got = vfn({**base, **batch}, vector)
         got_list = np.broadcast_to(np.asarray(got), (len(bindings),)).tolist() if axes else [np.asarray(got).item()]
         assert got_list == expected, f"{spec_name}: {label}"
+        if axes:  # each binding's own ids given as pairs: the reductions one level deep evaluated pair-wise
+            each = {"@each_pages": _every(PAGES), "@each_readers": _every(READERS)}
+            paired = compile_vector(_each(expr))({**base, **batch, **each}, vector)
+            assert np.broadcast_to(np.asarray(paired), (len(bindings),)).tolist() == expected, \
+                f"{spec_name}: {label} (pairs)"
+
+
+def _each(e: Expr) -> Expr:
+    """``e`` with every reduction ranging over ``@each_<domain>`` instead of its domain."""
+    e = rebuild(e, _each)
+    return dataclasses.replace(e, domain=f"@each_{e.domain}") if isinstance(e, Reduce) else e
+
+
+def _every(count: int) -> Any:
+    """A domain of ``count`` ids that gives them to every binding as pairs."""
+    def pairs(n: Any) -> tuple[int, np.ndarray, np.ndarray]:
+        bindings = next(v for v in n.values() if isinstance(v, np.ndarray)).shape[0]
+        return bindings, np.repeat(np.arange(bindings), count), np.tile(np.arange(count), bindings)
+
+    return per_binding(lambda n: range(count), pairs)
 
 
 def test_every_spec_contributes_cases() -> None:
@@ -117,7 +139,7 @@ def test_every_spec_contributes_cases() -> None:
     assert len(CASES) > 500
 
 
-@pytest.mark.parametrize("domain", ["count", "list", "callable"])
+@pytest.mark.parametrize("domain", ["count", "list", "callable", "pairs"])
 def test_domains_may_be_counts_iterables_or_callables(domain: str) -> None:
     spec = LOADED["hybrid.yaml"]
     forget = spec.event("forget").guard
@@ -125,6 +147,7 @@ def test_domains_may_be_counts_iterables_or_callables(domain: str) -> None:
     block = np.array([["out", "in", "out"], ["out", "out", "out"]])
     arrays = {"pin": pin, "block": block, "pool": np.array(["private"] * 3),
               "tier": np.array(["gpu", "host", "offloading"])}
-    ids: Any = {"count": 2, "list": [0, 1], "callable": lambda n: [0, 1]}[domain]
+    held = per_binding(lambda n: [0], lambda n: (3, np.array([1]), np.array([0])))  # page 1: reader 0's
+    ids: Any = {"count": 2, "list": [0, 1], "callable": lambda n: [0, 1], "pairs": held}[domain]
     got = compile_vector(forget)({"readers": ids, "pages": 3, "p": np.arange(3)}, arrays)
     assert got.tolist() == [True, False, False]
