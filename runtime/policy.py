@@ -31,7 +31,7 @@ best together.)
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, islice
 from typing import Any
@@ -170,12 +170,13 @@ class LRUPolicy(EvictionPolicy):
 
     Placing a page (inserted, moved, or its holders or pool membership changed) appends it to its
     queue; an access moves it to the end of its queue and of the pool.  ``propose`` yields from
-    ordered dicts, no scan per decision beyond the proposals the runtime consumes.
+    dicts kept in queue order, no scan per decision beyond the proposals the runtime consumes.
 
     Touches are stamped: a notification writes the logical time of the touch into a per-page column
     (a bulk one: one vector write for the whole prefix) and remembers which pages it touched; the
-    ordered dicts take the touched pages, in the order of their last stamp, when a decision needs
-    them.  The pages not touched since keep their order ahead of the touched ones, exactly as if every
+    queues take the touched pages, in the order of their last stamp, when a decision needs them (many
+    at once: out of the queues they sat in, a column says which, then into their new ones, each queue's
+    by one bulk call).  The pages not touched since keep their order ahead of the touched ones, exactly as if every
     touch had moved its page at once; a page touched many times between two decisions (a prefix
     looked up, attached and freed) is moved once::
 
@@ -189,13 +190,16 @@ class LRUPolicy(EvictionPolicy):
     few = 64  # buffered touches up to this many are found in Python (more: with numpy, its fixed cost paid)
 
     def __init__(self) -> None:
-        self.order: dict[str, OrderedDict[int, None]] = {
-            "gpu_cold": OrderedDict(), "gpu_hot": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict(),
-            "pool": OrderedDict(),
+        self.order: dict[str, dict[int, None]] = {  # each queue a dict in order (re-inserting moves a page last)
+            "gpu_cold": {}, "gpu_hot": {}, "host": {}, "disk": {}, "pool": {},
         }
+        self.queues: list[dict[int, None]] = [{}]  # by code (QUEUES; 0: none, never filled)
+        self.queues += [self.order[name] for name in QUEUES[1:]]  # type: ignore[index]
         self.pooled: set[int] = set()  # pages in the pool now
-        self.placed: dict[int, str] = {}  # page -> the ordered dict it sits in
-        self.code = np.zeros(64, dtype=np.int8)  # page -> code of its tier queue now (QUEUES; 0: none)
+        # page -> code of its tier queue now (QUEUES; 0: none), and of the queue it sits in: each a numpy
+        # view of a bytearray (bulk writes through the view, single reads and writes on the bytes)
+        self.code_bytes, self.code = _codes(64)
+        self.filed_bytes, self.filed = _codes(64)
         self.in_pool = np.zeros(64, dtype=bool)
         self.stamp = np.zeros(64, dtype=np.int64)  # page -> logical time of its last touch (tier queue)
         self.pool_stamp = np.zeros(64, dtype=np.int64)
@@ -220,7 +224,12 @@ class LRUPolicy(EvictionPolicy):
         size = len(self.code)
         if page >= size:
             new = max(2 * size, page + 1)
-            for name in ("code", "in_pool", "stamp", "pool_stamp", "last"):
+            for name in ("code", "filed"):
+                raw, col = _codes(new)
+                raw[:size] = getattr(self, name + "_bytes")
+                setattr(self, name + "_bytes", raw)
+                setattr(self, name, col)
+            for name in ("in_pool", "stamp", "pool_stamp", "last"):
                 old = getattr(self, name)
                 col = np.zeros(new, dtype=old.dtype)
                 col[:size] = old
@@ -236,7 +245,7 @@ class LRUPolicy(EvictionPolicy):
             self.touched.append(page)
         held = self.held
         held[pool] += 1
-        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
             self._compact()
 
     def _touch_many(self, pages: np.ndarray, pool: bool) -> None:
@@ -247,8 +256,17 @@ class LRUPolicy(EvictionPolicy):
             (self.pool_touched if pool else self.touched).append(pages)
             held = self.held
             held[pool] += n
-            if held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+            if held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
                 self._compact()
+
+    def _filed(self) -> int:
+        """Pages in the tier queues."""
+        return sum(map(len, self.queues))
+
+    @property
+    def placed(self) -> dict[int, str]:
+        """Page -> the name of the tier queue it sits in (a copy; pages in none left out)."""
+        return {page: QUEUES[code] for code, queue in enumerate(self.queues) for page in queue}  # type: ignore[misc]
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
@@ -330,22 +348,29 @@ class LRUPolicy(EvictionPolicy):
             self.held[1] = 0
             return
         if self.touched:
-            order, placed = self.order, self.placed
+            queues, filed = self.queues, self.filed
             pending = self._pending(self.touched)
-            codes = map(self.code.item, pending) if isinstance(pending, list) else self.code[pending].tolist()
-            for page, code in zip(pending if isinstance(pending, list) else pending.tolist(), codes, strict=True):
-                queue, old = QUEUES[code], placed.get(page)
-                if old == queue:
-                    if queue is not None:
-                        order[queue].move_to_end(page)
-                    continue
-                if old is not None:
-                    del order[old][page]
-                if queue is None:
-                    del placed[page]
-                else:
-                    order[queue][page] = None
-                    placed[page] = queue
+            if isinstance(pending, list):  # a few: page by page
+                code, filed_bytes = self.code_bytes, self.filed_bytes
+                for page in pending:
+                    new, old = code[page], filed_bytes[page]
+                    if old:
+                        del queues[old][page]
+                    if new:
+                        queues[new][page] = None
+                    if old != new:
+                        filed_bytes[page] = new
+            else:  # many: each out of its old queue, then into its new one in touch order, by the queue
+                news, olds = self.code[pending], filed[pending]
+                filed[pending] = news
+                counts = np.bincount(olds, minlength=len(QUEUES)).tolist()
+                for c in range(1, len(QUEUES)):
+                    if counts[c]:
+                        deque(map(queues[c].__delitem__, pending[olds == c].tolist()), 0)
+                counts = np.bincount(news, minlength=len(QUEUES)).tolist()
+                for c in range(1, len(QUEUES)):
+                    if counts[c]:
+                        queues[c].update(dict.fromkeys(pending[news == c].tolist()))
         self.held[0] = 0
 
     def on_insert(self, meta: PageMeta) -> None:
@@ -455,9 +480,10 @@ class LRUPolicy(EvictionPolicy):
         self._ensure(page)
         self.code[page] = 0  # a touch still buffered finds no queue and is skipped
         self.in_pool[page] = False
-        old = self.placed.pop(page, None)
-        if old is not None:
-            del self.order[old][page]
+        old = self.filed_bytes[page]
+        if old:
+            self.filed_bytes[page] = 0
+            del self.queues[old][page]
         self.pooled.discard(page)
         self.order["pool"].pop(page, None)
 
@@ -483,11 +509,12 @@ class LRUPolicy(EvictionPolicy):
         self._ensure(max(pages))
         self.code[pages] = 0
         self.in_pool[pages] = False
-        placed, order, pool = self.placed, self.order, self.order["pool"]
-        for page in pages:
-            old = placed.pop(page, None)
-            if old is not None:
-                del order[old][page]
+        olds = self.filed[pages].tolist()
+        self.filed[pages] = 0
+        queues, pool = self.queues, self.order["pool"]
+        for page, old in zip(pages, olds, strict=True):
+            if old:
+                del queues[old][page]
             pool.pop(page, None)
         self.pooled.difference_update(pages)
 
@@ -530,7 +557,13 @@ def _load_shipped() -> None:
     import morphcache.policies  # noqa: F401  (registers flop, semantic, saecache)
 
 
-def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 4) -> Iterator[int]:
+def _codes(n: int) -> tuple[bytearray, np.ndarray]:
+    """A column of ``n`` queue codes, zero: its bytes and an int8 numpy view of them."""
+    raw = bytearray(n)
+    return raw, np.frombuffer(raw, dtype=np.int8)
+
+
+def _fresh(queue: dict[int, None], seen: set[int], chunk: int = 4) -> Iterator[int]:
     """The queue's ids in order, each once, while the consumer may change the queue between proposals
     (read a chunk at a time from the front, the chunk doubling each time: the first proposal is
     usually taken; what was already proposed is skipped)."""

@@ -9,7 +9,8 @@ One victim at a time (``TierMover.reclaim_gpu``), with a full host tier::
 In one go, when nothing can tell the two apart::
 
     choose gpu -> v_1..v_k;  choose host -> h_1..h_m   (m = k - free host pages)
-    write the m disk files;  one transaction: spill h_*, offload v_*, offload_done v_* (vector batches)
+    write the m disk files;  one transaction: spill h_*, offload v_*, offload_done v_* (vector batches;
+                             fewer than SINGLE_BELOW victims: each event fired alone, in the same order)
     then: the h_* host copies freed and the v_* ones kept at once, v_i's slot freed in turn, and the
           policy told of every move at once, in the one-at-a-time order (h_1, v_1, h_2, v_2 ...)
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .pages import PageRecord
     from .tiering import TierMover
 
-BATCH_FROM = 4  # fewer victims than this: one at a time (the batch's checks cost about one victim's move)
+SINGLE_BELOW = 8  # fewer victims than this: their events fired one by one (a vector batch's fixed cost is more)
 MOVES = ("offload", "offload_done", "spill", "drop")
 
 
@@ -62,7 +63,7 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     from ``k`` single victims, with nothing changed (then the caller takes them one at a time)."""
     storage, seam, pipe, pages = tiers.storage, tiers.seam, tiers.pipe, tiers.pages
     host, disk = storage.host, storage.disk
-    if k < BATCH_FROM or disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
+    if disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
         return False
     # ``choose`` accepts a victim the spec lets offload or drop; the batch needs each to offload (a
     # spill victim to spill): asking for that event alone refuses the same batches, checking each once
@@ -70,7 +71,8 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     if victims is None:
         return False
     free_host = max(0, host.capacity - len(host))
-    spills = seam.choose_many("host", ("spill",), {*protect, *victims}, k - free_host) if k > free_host else []
+    # (the victims are GPU pages: a host proposal naming one is refused by its tier, protected or not)
+    spills = seam.choose_many("host", ("spill",), protect, k - free_host) if k > free_host else []
     if spills is None or len(disk) + len(spills) > disk.capacity:
         return False
     spilled = [pages.get(h) for h in spills]
@@ -96,11 +98,19 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
             return False
         try:
             with pipe.atomic():
-                if spills:
-                    pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
-                ids = np.asarray(victims, dtype=np.int64)
-                pipe.fire_batch("offload", None, ids, distinct=True)
-                pipe.fire_batch("offload_done", None, ids, distinct=True)
+                if k < SINGLE_BELOW:
+                    fire = pipe.fire
+                    for pid in spills:
+                        fire("spill", None, pid)
+                    for pid in victims:
+                        fire("offload", None, pid)
+                        fire("offload_done", None, pid)
+                else:
+                    if spills:
+                        pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
+                    ids = np.asarray(victims, dtype=np.int64)
+                    pipe.fire_batch("offload", None, ids, distinct=True)
+                    pipe.fire_batch("offload_done", None, ids, distinct=True)
         except BaseException:
             for pid in written:
                 disk.remove(pid)
