@@ -31,6 +31,7 @@ best together.)
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, islice
@@ -187,7 +188,7 @@ class LRUPolicy(EvictionPolicy):
 
     name = "lru"
     pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
-    few = 64  # buffered touches up to this many are found in Python (more: with numpy, its fixed cost paid)
+    few = 4096  # buffered touches up to this many are filed in Python (more: with numpy, a long backlog)
 
     def __init__(self) -> None:
         self.order: dict[str, dict[int, None]] = {  # each queue a dict in order (re-inserting moves a page last)
@@ -200,9 +201,10 @@ class LRUPolicy(EvictionPolicy):
         # view of a bytearray (bulk writes through the view, single reads and writes on the bytes)
         self.code_bytes, self.code = _codes(64)
         self.filed_bytes, self.filed = _codes(64)
-        self.in_pool = np.zeros(64, dtype=bool)
-        self.stamp = np.zeros(64, dtype=np.int64)  # page -> logical time of its last touch (tier queue)
-        self.pool_stamp = np.zeros(64, dtype=np.int64)
+        self.in_pool_bytes, self.in_pool = _flags(64)
+        # page -> logical time of its last touch (tier queue; pool), each a numpy view of an array
+        self.stamp_cells, self.stamp = _stamps(64)
+        self.pool_stamp_cells, self.pool_stamp = _stamps(64)
         self.last = np.zeros(64, dtype=np.int64)  # scratch: a page's last position among the touches
         self.clock = 0
         self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
@@ -224,12 +226,14 @@ class LRUPolicy(EvictionPolicy):
         size = len(self.code)
         if page >= size:
             new = max(2 * size, page + 1)
-            for name in ("code", "filed"):
-                raw, col = _codes(new)
-                raw[:size] = getattr(self, name + "_bytes")
-                setattr(self, name + "_bytes", raw)
+            for name, make, raw_name in (("code", _codes, "code_bytes"), ("filed", _codes, "filed_bytes"),
+                                         ("in_pool", _flags, "in_pool_bytes"), ("stamp", _stamps, "stamp_cells"),
+                                         ("pool_stamp", _stamps, "pool_stamp_cells")):
+                raw, col = make(new)
+                col[:size] = getattr(self, name)
+                setattr(self, raw_name, raw)
                 setattr(self, name, col)
-            for name in ("in_pool", "stamp", "pool_stamp", "last"):
+            for name in ("last",):
                 old = getattr(self, name)
                 col = np.zeros(new, dtype=old.dtype)
                 col[:size] = old
@@ -238,10 +242,10 @@ class LRUPolicy(EvictionPolicy):
     def _touch_one(self, page: int, pool: bool) -> None:
         self.clock = clock = self.clock + 1
         if pool:
-            self.pool_stamp[page] = clock
+            self.pool_stamp_cells[page] = clock
             self.pool_touched.append(page)
         else:
-            self.stamp[page] = clock
+            self.stamp_cells[page] = clock
             self.touched.append(page)
         held = self.held
         held[pool] += 1
@@ -313,23 +317,32 @@ class LRUPolicy(EvictionPolicy):
         np.maximum.at(last, ids, at)  # a page touched again keeps its last position
         return ids[last[ids] == at]  # type: ignore[no-any-return]
 
-    def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
+    def _place(self, meta: PageMeta, code: int | None = None) -> None:
+        """File the page in its tier queue (``code``: that queue's, when the caller knows it) and its pool
+        membership, touching it there."""
         page = meta.page
         if page >= len(self.code):
             self._ensure(page)
-        if not known:
-            queue = self._queue(meta)
-        self.code[page] = 0 if queue is None else CODES[queue]
-        self._touch_one(page, False)
+        self.code_bytes[page] = CODES_OF[self._queue(meta)] if code is None else code
+        self.clock = clock = self.clock + 1  # ``_touch_one(page, False)`` inlined (a pool join: also True)
+        self.stamp_cells[page] = clock
+        self.touched.append(page)
+        held = self.held
+        held[0] += 1
         if meta.pooled:
             if page not in self.pooled:
                 self.pooled.add(page)
-                self.in_pool[page] = True
-                self._touch_one(page, True)
+                self.in_pool_bytes[page] = 1
+                self.clock = clock = clock + 1
+                self.pool_stamp_cells[page] = clock
+                self.pool_touched.append(page)
+                held[1] += 1
         elif page in self.pooled:
             self.pooled.discard(page)
-            self.in_pool[page] = False
+            self.in_pool_bytes[page] = 0
             self.order["pool"].pop(page, None)
+        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
+            self._compact()
 
     def _flush(self, pool: bool) -> None:
         """The buffered touches of the tier queues (``pool``: of the pool's) applied: the queues a
@@ -378,8 +391,9 @@ class LRUPolicy(EvictionPolicy):
 
     def on_access(self, meta: PageMeta, now: int) -> None:
         page = meta.page
-        self._ensure(page)
-        if self.code[page]:
+        if page >= len(self.code):
+            self._ensure(page)
+        if self.code_bytes[page]:
             self._touch_one(page, False)
         if page in self.pooled:
             self._touch_one(page, True)
@@ -406,14 +420,14 @@ class LRUPolicy(EvictionPolicy):
                 not {meta.page for meta in fresh} <= {meta.page for meta in pages}:
             EvictionPolicy.on_written(self, fresh, crossed, pages, now)
             return
-        code = self.code
+        code = self.code_bytes
         for meta in fresh:
             page = meta.page
             if page >= len(code):
                 self._ensure(page)
-                code = self.code
+                code = self.code_bytes
             tier = meta.tier
-            new = CODES["gpu_hot"] if tier == "gpu" else CODES_OF.get(tier, 0)
+            new = HOT if tier == "gpu" else CODES_OF.get(tier, 0)
             code[page] = new
             if not new:
                 self._touch_one(page, False)
@@ -423,18 +437,16 @@ class LRUPolicy(EvictionPolicy):
         self.on_update_many((meta,))
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
-        pooled, place = self.pooled, self._place
+        pooled, place, code = self.pooled, self._place, self.code_bytes
         for meta in metas:  # ``_queue`` inlined: a prefix attached or freed updates every page of it
             tier = meta.tier
-            if tier == "gpu":
-                queue: str | None = "gpu_hot" if meta.holders else "gpu_cold"
-            else:
-                queue = tier if tier == "host" or tier == "disk" else None
+            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
             page = meta.page
-            if page >= len(self.code):
+            if page >= len(code):
                 self._ensure(page)
-            if QUEUES[self.code.item(page)] != queue or meta.pooled != (page in pooled):
-                place(meta, queue, True)
+                code = self.code_bytes
+            if code[page] != new or meta.pooled != (page in pooled):
+                place(meta, new)
 
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
         # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk;
@@ -445,9 +457,9 @@ class LRUPolicy(EvictionPolicy):
         new = CODES["gpu_hot" if crossed[0].holders else "gpu_cold"]
         if len(pages) <= 8:  # a page opened or a short prefix: scalar reads cost less than numpy's fixed cost
             self._ensure(max(pages))
-            code = self.code
+            code = self.code_bytes
             for page in pages:
-                if code[page] == CODES["gpu_hot"] or code[page] == CODES["gpu_cold"]:
+                if code[page] == HOT or code[page] == COLD:
                     code[page] = new
                     self._touch_one(page, False)
             return
@@ -478,8 +490,8 @@ class LRUPolicy(EvictionPolicy):
     def on_remove(self, meta: PageMeta) -> None:
         page = meta.page
         self._ensure(page)
-        self.code[page] = 0  # a touch still buffered finds no queue and is skipped
-        self.in_pool[page] = False
+        self.code_bytes[page] = 0  # a touch still buffered finds no queue and is skipped
+        self.in_pool_bytes[page] = 0
         old = self.filed_bytes[page]
         if old:
             self.filed_bytes[page] = 0
@@ -522,6 +534,8 @@ class LRUPolicy(EvictionPolicy):
 QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  # LRU's tier queues by code
 CODES = {name: code for code, name in enumerate(QUEUES) if name is not None}
 CODES_OF: dict[str | None, int] = {name: code for code, name in enumerate(QUEUES)}
+COLD, HOT = CODES["gpu_cold"], CODES["gpu_hot"]
+TIER_CODES = {"host": CODES["host"], "disk": CODES["disk"]}  # the queue of a page off the GPU on that tier
 
 
 _FACTORIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}
@@ -561,6 +575,18 @@ def _codes(n: int) -> tuple[bytearray, np.ndarray]:
     """A column of ``n`` queue codes, zero: its bytes and an int8 numpy view of them."""
     raw = bytearray(n)
     return raw, np.frombuffer(raw, dtype=np.int8)
+
+
+def _flags(n: int) -> tuple[bytearray, np.ndarray]:
+    """A column of ``n`` flags, False: its bytes and a bool numpy view of them."""
+    raw = bytearray(n)
+    return raw, np.frombuffer(raw, dtype=bool)
+
+
+def _stamps(n: int) -> tuple[array, np.ndarray]:
+    """A column of ``n`` stamps, zero: its cells (single writes cost less there) and an int64 numpy view."""
+    raw = array("q", bytes(8 * n))
+    return raw, np.frombuffer(raw, dtype=np.int64)
 
 
 def _fresh(queue: dict[int, None], seen: set[int], chunk: int = 4) -> Iterator[int]:
