@@ -35,6 +35,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, islice
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -477,14 +478,15 @@ class LRUPolicy(EvictionPolicy):
     def on_move_many(self, metas: Sequence[PageMeta], old_tiers: Sequence[str]) -> None:
         # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
         # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
-        pooled = self.pooled
-        if len(metas) <= 8 or any(meta.pooled != (meta.page in pooled) for meta in metas):
+        pages = page_ids(metas)
+        if len(metas) <= 8 or list(map(_POOLED, metas)) != list(map(self.pooled.__contains__, pages)):
             for meta in metas:
                 self._place(meta)
             return
-        idx = page_array(metas)
+        idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
         self._ensure(int(np.maximum.reduce(idx)))
-        self.code[idx] = [CODES_OF[self._queue(meta)] for meta in metas]
+        self.code[idx] = [(HOT if meta.holders else COLD) if (tier := meta.tier) == "gpu" else TIER_CODES.get(tier, 0)
+                          for meta in metas]
         self._touch_many(idx, False)
 
     def on_remove(self, meta: PageMeta) -> None:
@@ -535,6 +537,7 @@ QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  
 CODES = {name: code for code, name in enumerate(QUEUES) if name is not None}
 CODES_OF: dict[str | None, int] = {name: code for code, name in enumerate(QUEUES)}
 COLD, HOT = CODES["gpu_cold"], CODES["gpu_hot"]
+_POOLED = attrgetter("pooled")
 TIER_CODES = {"host": CODES["host"], "disk": CODES["disk"]}  # the queue of a page off the GPU on that tier
 
 

@@ -75,11 +75,12 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     spills = seam.choose_many("host", ("spill",), protect, k - free_host) if k > free_host else []
     if spills is None or len(disk) + len(spills) > disk.capacity:
         return False
-    spilled = [pages.get(h) for h in spills]
+    record = pages.records.__getitem__  # (each a live page: ``choose_many`` found its record)
+    spilled = list(map(record, spills))
     copies = host.get_many(spills)
     if any(data is None or rec.checksum is None for rec, data in zip(spilled, copies, strict=True)):
         return False
-    moved = [pages.get(v) for v in victims]
+    moved = list(map(record, victims))
     try:
         datas = [storage.data.read(rec.gpu_slot) for rec in moved]
     except Exception:  # noqa: BLE001 - a data plane that cannot give a payload: one at a time meets it there

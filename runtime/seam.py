@@ -172,16 +172,21 @@ class PolicySeam:
         with ``accepted`` once it moved them."""
         if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
-        pool, tier = decision == "pool", decision
-        find, allowed, busy, first, rest = self.pages.find, self.pipe.allowed, self.busy, events[0], events[1:]
         out = self.policy.propose_first(decision, k)
-        if len(out) < k:
+        if len(out) < k or not protect.isdisjoint(out) or any(map(self.busy, out)):
+            return None  # ``choose`` would refuse one of them: counted and reported there
+        recs = list(map(self.pages.records.get, out))
+        if None in recs:
             return None
+        if decision == "pool":
+            if not all(rec.pooled for rec in recs):  # type: ignore[union-attr]
+                return None
+        elif any(rec.tier != decision for rec in recs):  # type: ignore[union-attr]
+            return None
+        allowed, first, rest = self.pipe.allowed, events[0], events[1:]
         for pid in out:
-            rec = find(pid)
-            if rec is None or (not rec.meta.pooled if pool else rec.meta.tier != tier) or pid in protect or \
-                    busy(pid) or not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
-                return None  # ``choose`` would refuse it: counted and reported there
+            if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
+                return None
         return out
 
     def accepted(self, decision: str, k: int) -> None:
