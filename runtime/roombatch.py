@@ -128,7 +128,7 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
             told.append(rec)
             tiers_now.append("host")
             rec.checksum = checksum(data)
-            storage.free_slot(rec)
+        storage.free_slots(moved)
         seam.moved_many(told, tiers_now)
         bytes_moved = tiers.metrics.bytes_moved
         if spills:
