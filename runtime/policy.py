@@ -400,9 +400,17 @@ class LRUPolicy(EvictionPolicy):
             self._touch_one(page, True)
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
-        if len(metas) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost
+        if len(metas) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost (``on_access`` inlined)
+            code, pooled, touch = self.code_bytes, self.pooled, self._touch_one
             for meta in metas:
-                self.on_access(meta, now)
+                page = meta.page
+                if page >= len(code):
+                    self._ensure(page)
+                    code = self.code_bytes
+                if code[page]:
+                    touch(page, False)
+                if page in pooled:
+                    touch(page, True)
             return
         idx = page_array(metas)
         self._ensure(int(np.maximum.reduce(idx)))  # the ufunc's reduction: no Python wrapper
@@ -416,13 +424,17 @@ class LRUPolicy(EvictionPolicy):
         # access that follows (a later touch of the same page supersedes an earlier one), except for a
         # page in no queue, which the access skips: its insert's touch kept, ahead of the accesses.
         # A fresh page in the pool, one not crossed or not accessed: the three notices in turn.
-        pooled = self.pooled
-        if len(crossed) != len(fresh) or any(meta.pooled or meta.page in pooled for meta in fresh) or \
-                not {meta.page for meta in fresh} <= {meta.page for meta in pages}:
+        fresh_pages = page_ids(fresh)
+        if len(crossed) != len(fresh_pages) or not self.pooled.isdisjoint(fresh_pages) or \
+                not set(fresh_pages).issubset(page_ids(pages)):
+            EvictionPolicy.on_written(self, fresh, crossed, pages, now)
+            return
+        metas = list(fresh)
+        if any(map(_POOLED, metas)):
             EvictionPolicy.on_written(self, fresh, crossed, pages, now)
             return
         code = self.code_bytes
-        for meta in fresh:
+        for meta in metas:
             page = meta.page
             if page >= len(code):
                 self._ensure(page)
