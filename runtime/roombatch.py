@@ -119,15 +119,13 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
         first = k - len(spills)  # the victims before it found the host tier full
         host.remove_many(spills)
         host.put_many(victims, datas)
-        told: list[PageRecord] = []  # the policy told in the one-at-a-time order: h_i's move, then v_i's
-        tiers_now: list[str] = []
-        for i, (rec, data) in enumerate(zip(moved, datas, strict=True)):
-            if i >= first:
-                told.append(spilled[i - first])
-                tiers_now.append("disk")
-            told.append(rec)
-            tiers_now.append("host")
+        for rec, data in zip(moved, datas, strict=True):
             rec.checksum = checksum(data)
+        # the policy told in the one-at-a-time order: v_1 .. v_first (the host had room), then h_i, v_i
+        told: list[PageRecord] = moved[:first]
+        for pair in zip(spilled, moved[first:], strict=True):
+            told += pair
+        tiers_now = ["host"] * first + ["disk", "host"] * len(spills)
         storage.free_slots(moved)
         seam.moved_many(told, tiers_now)
         bytes_moved = tiers.metrics.bytes_moved

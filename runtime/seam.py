@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -144,14 +145,13 @@ class PolicySeam:
             for rec, tier in zip(recs, tiers, strict=True):
                 self.moved(rec, tier)
             return
-        metas: list[PageMeta] = []
-        olds: list[str] = []
-        for rec, tier in zip(recs, tiers, strict=True):
-            meta = rec.meta
-            if meta.tier != tier:
-                olds.append(meta.tier)
-                meta.tier = tier
-                metas.append(meta)
+        metas: list[PageMeta] = list(map(_META, recs))
+        olds: list[str] = list(map(_TIER, metas))
+        if any(map(str.__eq__, olds, tiers)):  # a page already there: left out
+            kept = [i for i, (old, tier) in enumerate(zip(olds, tiers, strict=True)) if old != tier]
+            metas, olds, tiers = [metas[i] for i in kept], [olds[i] for i in kept], [tiers[i] for i in kept]
+        for meta, tier in zip(metas, tiers, strict=True):
+            meta.tier = tier
         if metas:
             self.policy.on_move_many(metas, olds)
 
@@ -217,6 +217,9 @@ class PolicySeam:
             self.refusals += 1
             self.policy.on_refused(decision, pid, reason)
         return None
+
+
+_META, _TIER = attrgetter("meta"), attrgetter("tier")
 
 
 def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, np.ndarray | None]:
