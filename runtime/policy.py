@@ -31,9 +31,11 @@ best together.)
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from array import array
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, islice
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -170,12 +172,13 @@ class LRUPolicy(EvictionPolicy):
 
     Placing a page (inserted, moved, or its holders or pool membership changed) appends it to its
     queue; an access moves it to the end of its queue and of the pool.  ``propose`` yields from
-    ordered dicts, no scan per decision beyond the proposals the runtime consumes.
+    dicts kept in queue order, no scan per decision beyond the proposals the runtime consumes.
 
     Touches are stamped: a notification writes the logical time of the touch into a per-page column
     (a bulk one: one vector write for the whole prefix) and remembers which pages it touched; the
-    ordered dicts take the touched pages, in the order of their last stamp, when a decision needs
-    them.  The pages not touched since keep their order ahead of the touched ones, exactly as if every
+    queues take the touched pages, in the order of their last stamp, when a decision needs them (many
+    at once: out of the queues they sat in, a column says which, then into their new ones, each queue's
+    by one bulk call).  The pages not touched since keep their order ahead of the touched ones, exactly as if every
     touch had moved its page at once; a page touched many times between two decisions (a prefix
     looked up, attached and freed) is moved once::
 
@@ -186,19 +189,23 @@ class LRUPolicy(EvictionPolicy):
 
     name = "lru"
     pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
-    few = 64  # buffered touches up to this many are found in Python (more: with numpy, its fixed cost paid)
+    few = 4096  # buffered touches up to this many are filed in Python (more: with numpy, a long backlog)
 
     def __init__(self) -> None:
-        self.order: dict[str, OrderedDict[int, None]] = {
-            "gpu_cold": OrderedDict(), "gpu_hot": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict(),
-            "pool": OrderedDict(),
+        self.order: dict[str, dict[int, None]] = {  # each queue a dict in order (re-inserting moves a page last)
+            "gpu_cold": {}, "gpu_hot": {}, "host": {}, "disk": {}, "pool": {},
         }
+        self.queues: list[dict[int, None]] = [{}]  # by code (QUEUES; 0: none, never filled)
+        self.queues += [self.order[name] for name in QUEUES[1:]]  # type: ignore[index]
         self.pooled: set[int] = set()  # pages in the pool now
-        self.placed: dict[int, str] = {}  # page -> the ordered dict it sits in
-        self.code = np.zeros(64, dtype=np.int8)  # page -> code of its tier queue now (QUEUES; 0: none)
-        self.in_pool = np.zeros(64, dtype=bool)
-        self.stamp = np.zeros(64, dtype=np.int64)  # page -> logical time of its last touch (tier queue)
-        self.pool_stamp = np.zeros(64, dtype=np.int64)
+        # page -> code of its tier queue now (QUEUES; 0: none), and of the queue it sits in: each a numpy
+        # view of a bytearray (bulk writes through the view, single reads and writes on the bytes)
+        self.code_bytes, self.code = _codes(64)
+        self.filed_bytes, self.filed = _codes(64)
+        self.in_pool_bytes, self.in_pool = _flags(64)
+        # page -> logical time of its last touch (tier queue; pool), each a numpy view of an array
+        self.stamp_cells, self.stamp = _stamps(64)
+        self.pool_stamp_cells, self.pool_stamp = _stamps(64)
         self.last = np.zeros(64, dtype=np.int64)  # scratch: a page's last position among the touches
         self.clock = 0
         self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
@@ -220,7 +227,14 @@ class LRUPolicy(EvictionPolicy):
         size = len(self.code)
         if page >= size:
             new = max(2 * size, page + 1)
-            for name in ("code", "in_pool", "stamp", "pool_stamp", "last"):
+            for name, make, raw_name in (("code", _codes, "code_bytes"), ("filed", _codes, "filed_bytes"),
+                                         ("in_pool", _flags, "in_pool_bytes"), ("stamp", _stamps, "stamp_cells"),
+                                         ("pool_stamp", _stamps, "pool_stamp_cells")):
+                raw, col = make(new)
+                col[:size] = getattr(self, name)
+                setattr(self, raw_name, raw)
+                setattr(self, name, col)
+            for name in ("last",):
                 old = getattr(self, name)
                 col = np.zeros(new, dtype=old.dtype)
                 col[:size] = old
@@ -229,14 +243,14 @@ class LRUPolicy(EvictionPolicy):
     def _touch_one(self, page: int, pool: bool) -> None:
         self.clock = clock = self.clock + 1
         if pool:
-            self.pool_stamp[page] = clock
+            self.pool_stamp_cells[page] = clock
             self.pool_touched.append(page)
         else:
-            self.stamp[page] = clock
+            self.stamp_cells[page] = clock
             self.touched.append(page)
         held = self.held
         held[pool] += 1
-        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
             self._compact()
 
     def _touch_many(self, pages: np.ndarray, pool: bool) -> None:
@@ -247,8 +261,17 @@ class LRUPolicy(EvictionPolicy):
             (self.pool_touched if pool else self.touched).append(pages)
             held = self.held
             held[pool] += n
-            if held[0] + held[1] > 65536 + 4 * (len(self.placed) + len(self.pooled)):
+            if held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
                 self._compact()
+
+    def _filed(self) -> int:
+        """Pages in the tier queues."""
+        return sum(map(len, self.queues))
+
+    @property
+    def placed(self) -> dict[int, str]:
+        """Page -> the name of the tier queue it sits in (a copy; pages in none left out)."""
+        return {page: QUEUES[code] for code, queue in enumerate(self.queues) for page in queue}  # type: ignore[misc]
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
@@ -295,23 +318,32 @@ class LRUPolicy(EvictionPolicy):
         np.maximum.at(last, ids, at)  # a page touched again keeps its last position
         return ids[last[ids] == at]  # type: ignore[no-any-return]
 
-    def _place(self, meta: PageMeta, queue: str | None = None, known: bool = False) -> None:
+    def _place(self, meta: PageMeta, code: int | None = None) -> None:
+        """File the page in its tier queue (``code``: that queue's, when the caller knows it) and its pool
+        membership, touching it there."""
         page = meta.page
         if page >= len(self.code):
             self._ensure(page)
-        if not known:
-            queue = self._queue(meta)
-        self.code[page] = 0 if queue is None else CODES[queue]
-        self._touch_one(page, False)
+        self.code_bytes[page] = CODES_OF[self._queue(meta)] if code is None else code
+        self.clock = clock = self.clock + 1  # ``_touch_one(page, False)`` inlined (a pool join: also True)
+        self.stamp_cells[page] = clock
+        self.touched.append(page)
+        held = self.held
+        held[0] += 1
         if meta.pooled:
             if page not in self.pooled:
                 self.pooled.add(page)
-                self.in_pool[page] = True
-                self._touch_one(page, True)
+                self.in_pool_bytes[page] = 1
+                self.clock = clock = clock + 1
+                self.pool_stamp_cells[page] = clock
+                self.pool_touched.append(page)
+                held[1] += 1
         elif page in self.pooled:
             self.pooled.discard(page)
-            self.in_pool[page] = False
+            self.in_pool_bytes[page] = 0
             self.order["pool"].pop(page, None)
+        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
+            self._compact()
 
     def _flush(self, pool: bool) -> None:
         """The buffered touches of the tier queues (``pool``: of the pool's) applied: the queues a
@@ -330,22 +362,29 @@ class LRUPolicy(EvictionPolicy):
             self.held[1] = 0
             return
         if self.touched:
-            order, placed = self.order, self.placed
+            queues, filed = self.queues, self.filed
             pending = self._pending(self.touched)
-            codes = map(self.code.item, pending) if isinstance(pending, list) else self.code[pending].tolist()
-            for page, code in zip(pending if isinstance(pending, list) else pending.tolist(), codes, strict=True):
-                queue, old = QUEUES[code], placed.get(page)
-                if old == queue:
-                    if queue is not None:
-                        order[queue].move_to_end(page)
-                    continue
-                if old is not None:
-                    del order[old][page]
-                if queue is None:
-                    del placed[page]
-                else:
-                    order[queue][page] = None
-                    placed[page] = queue
+            if isinstance(pending, list):  # a few: page by page
+                code, filed_bytes = self.code_bytes, self.filed_bytes
+                for page in pending:
+                    new, old = code[page], filed_bytes[page]
+                    if old:
+                        del queues[old][page]
+                    if new:
+                        queues[new][page] = None
+                    if old != new:
+                        filed_bytes[page] = new
+            else:  # many: each out of its old queue, then into its new one in touch order, by the queue
+                news, olds = self.code[pending], filed[pending]
+                filed[pending] = news
+                counts = np.bincount(olds, minlength=len(QUEUES)).tolist()
+                for c in range(1, len(QUEUES)):
+                    if counts[c]:
+                        deque(map(queues[c].__delitem__, pending[olds == c].tolist()), 0)
+                counts = np.bincount(news, minlength=len(QUEUES)).tolist()
+                for c in range(1, len(QUEUES)):
+                    if counts[c]:
+                        queues[c].update(dict.fromkeys(pending[news == c].tolist()))
         self.held[0] = 0
 
     def on_insert(self, meta: PageMeta) -> None:
@@ -353,16 +392,25 @@ class LRUPolicy(EvictionPolicy):
 
     def on_access(self, meta: PageMeta, now: int) -> None:
         page = meta.page
-        self._ensure(page)
-        if self.code[page]:
+        if page >= len(self.code):
+            self._ensure(page)
+        if self.code_bytes[page]:
             self._touch_one(page, False)
         if page in self.pooled:
             self._touch_one(page, True)
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
-        if len(metas) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost
+        if len(metas) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost (``on_access`` inlined)
+            code, pooled, touch = self.code_bytes, self.pooled, self._touch_one
             for meta in metas:
-                self.on_access(meta, now)
+                page = meta.page
+                if page >= len(code):
+                    self._ensure(page)
+                    code = self.code_bytes
+                if code[page]:
+                    touch(page, False)
+                if page in pooled:
+                    touch(page, True)
             return
         idx = page_array(metas)
         self._ensure(int(np.maximum.reduce(idx)))  # the ufunc's reduction: no Python wrapper
@@ -376,19 +424,23 @@ class LRUPolicy(EvictionPolicy):
         # access that follows (a later touch of the same page supersedes an earlier one), except for a
         # page in no queue, which the access skips: its insert's touch kept, ahead of the accesses.
         # A fresh page in the pool, one not crossed or not accessed: the three notices in turn.
-        pooled = self.pooled
-        if len(crossed) != len(fresh) or any(meta.pooled or meta.page in pooled for meta in fresh) or \
-                not {meta.page for meta in fresh} <= {meta.page for meta in pages}:
+        fresh_pages = page_ids(fresh)
+        if len(crossed) != len(fresh_pages) or not self.pooled.isdisjoint(fresh_pages) or \
+                not set(fresh_pages).issubset(page_ids(pages)):
             EvictionPolicy.on_written(self, fresh, crossed, pages, now)
             return
-        code = self.code
-        for meta in fresh:
+        metas = list(fresh)
+        if any(map(_POOLED, metas)):
+            EvictionPolicy.on_written(self, fresh, crossed, pages, now)
+            return
+        code = self.code_bytes
+        for meta in metas:
             page = meta.page
             if page >= len(code):
                 self._ensure(page)
-                code = self.code
+                code = self.code_bytes
             tier = meta.tier
-            new = CODES["gpu_hot"] if tier == "gpu" else CODES_OF.get(tier, 0)
+            new = HOT if tier == "gpu" else CODES_OF.get(tier, 0)
             code[page] = new
             if not new:
                 self._touch_one(page, False)
@@ -398,18 +450,16 @@ class LRUPolicy(EvictionPolicy):
         self.on_update_many((meta,))
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
-        pooled, place = self.pooled, self._place
+        pooled, place, code = self.pooled, self._place, self.code_bytes
         for meta in metas:  # ``_queue`` inlined: a prefix attached or freed updates every page of it
             tier = meta.tier
-            if tier == "gpu":
-                queue: str | None = "gpu_hot" if meta.holders else "gpu_cold"
-            else:
-                queue = tier if tier == "host" or tier == "disk" else None
+            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
             page = meta.page
-            if page >= len(self.code):
+            if page >= len(code):
                 self._ensure(page)
-            if QUEUES[self.code.item(page)] != queue or meta.pooled != (page in pooled):
-                place(meta, queue, True)
+                code = self.code_bytes
+            if code[page] != new or meta.pooled != (page in pooled):
+                place(meta, new)
 
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
         # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk;
@@ -420,9 +470,9 @@ class LRUPolicy(EvictionPolicy):
         new = CODES["gpu_hot" if crossed[0].holders else "gpu_cold"]
         if len(pages) <= 8:  # a page opened or a short prefix: scalar reads cost less than numpy's fixed cost
             self._ensure(max(pages))
-            code = self.code
+            code = self.code_bytes
             for page in pages:
-                if code[page] == CODES["gpu_hot"] or code[page] == CODES["gpu_cold"]:
+                if code[page] == HOT or code[page] == COLD:
                     code[page] = new
                     self._touch_one(page, False)
             return
@@ -440,24 +490,26 @@ class LRUPolicy(EvictionPolicy):
     def on_move_many(self, metas: Sequence[PageMeta], old_tiers: Sequence[str]) -> None:
         # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
         # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
-        pooled = self.pooled
-        if len(metas) <= 8 or any(meta.pooled != (meta.page in pooled) for meta in metas):
+        pages = page_ids(metas)
+        if len(metas) <= 8 or list(map(_POOLED, metas)) != list(map(self.pooled.__contains__, pages)):
             for meta in metas:
                 self._place(meta)
             return
-        idx = page_array(metas)
+        idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
         self._ensure(int(np.maximum.reduce(idx)))
-        self.code[idx] = [CODES_OF[self._queue(meta)] for meta in metas]
+        self.code[idx] = [(HOT if meta.holders else COLD) if (tier := meta.tier) == "gpu" else TIER_CODES.get(tier, 0)
+                          for meta in metas]
         self._touch_many(idx, False)
 
     def on_remove(self, meta: PageMeta) -> None:
         page = meta.page
         self._ensure(page)
-        self.code[page] = 0  # a touch still buffered finds no queue and is skipped
-        self.in_pool[page] = False
-        old = self.placed.pop(page, None)
-        if old is not None:
-            del self.order[old][page]
+        self.code_bytes[page] = 0  # a touch still buffered finds no queue and is skipped
+        self.in_pool_bytes[page] = 0
+        old = self.filed_bytes[page]
+        if old:
+            self.filed_bytes[page] = 0
+            del self.queues[old][page]
         self.pooled.discard(page)
         self.order["pool"].pop(page, None)
 
@@ -483,11 +535,12 @@ class LRUPolicy(EvictionPolicy):
         self._ensure(max(pages))
         self.code[pages] = 0
         self.in_pool[pages] = False
-        placed, order, pool = self.placed, self.order, self.order["pool"]
-        for page in pages:
-            old = placed.pop(page, None)
-            if old is not None:
-                del order[old][page]
+        olds = self.filed[pages].tolist()
+        self.filed[pages] = 0
+        queues, pool = self.queues, self.order["pool"]
+        for page, old in zip(pages, olds, strict=True):
+            if old:
+                del queues[old][page]
             pool.pop(page, None)
         self.pooled.difference_update(pages)
 
@@ -495,6 +548,9 @@ class LRUPolicy(EvictionPolicy):
 QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  # LRU's tier queues by code
 CODES = {name: code for code, name in enumerate(QUEUES) if name is not None}
 CODES_OF: dict[str | None, int] = {name: code for code, name in enumerate(QUEUES)}
+COLD, HOT = CODES["gpu_cold"], CODES["gpu_hot"]
+_POOLED = attrgetter("pooled")
+TIER_CODES = {"host": CODES["host"], "disk": CODES["disk"]}  # the queue of a page off the GPU on that tier
 
 
 _FACTORIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUPolicy}
@@ -530,7 +586,25 @@ def _load_shipped() -> None:
     import morphcache.policies  # noqa: F401  (registers flop, semantic, saecache)
 
 
-def _fresh(queue: OrderedDict[int, None], seen: set[int], chunk: int = 4) -> Iterator[int]:
+def _codes(n: int) -> tuple[bytearray, np.ndarray]:
+    """A column of ``n`` queue codes, zero: its bytes and an int8 numpy view of them."""
+    raw = bytearray(n)
+    return raw, np.frombuffer(raw, dtype=np.int8)
+
+
+def _flags(n: int) -> tuple[bytearray, np.ndarray]:
+    """A column of ``n`` flags, False: its bytes and a bool numpy view of them."""
+    raw = bytearray(n)
+    return raw, np.frombuffer(raw, dtype=bool)
+
+
+def _stamps(n: int) -> tuple[array, np.ndarray]:
+    """A column of ``n`` stamps, zero: its cells (single writes cost less there) and an int64 numpy view."""
+    raw = array("q", bytes(8 * n))
+    return raw, np.frombuffer(raw, dtype=np.int64)
+
+
+def _fresh(queue: dict[int, None], seen: set[int], chunk: int = 4) -> Iterator[int]:
     """The queue's ids in order, each once, while the consumer may change the queue between proposals
     (read a chunk at a time from the front, the chunk doubling each time: the first proposal is
     usually taken; what was already proposed is skipped)."""

@@ -9,7 +9,8 @@ One victim at a time (``TierMover.reclaim_gpu``), with a full host tier::
 In one go, when nothing can tell the two apart::
 
     choose gpu -> v_1..v_k;  choose host -> h_1..h_m   (m = k - free host pages)
-    write the m disk files;  one transaction: spill h_*, offload v_*, offload_done v_* (vector batches)
+    write the m disk files;  one transaction: spill h_*, offload v_*, offload_done v_* (vector batches;
+                             fewer than SINGLE_BELOW victims: each event fired alone, in the same order)
     then: the h_* host copies freed and the v_* ones kept at once, v_i's slot freed in turn, and the
           policy told of every move at once, in the one-at-a-time order (h_1, v_1, h_2, v_2 ...)
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .pages import PageRecord
     from .tiering import TierMover
 
-BATCH_FROM = 4  # fewer victims than this: one at a time (the batch's checks cost about one victim's move)
+SINGLE_BELOW = 8  # fewer victims than this: their events fired one by one (a vector batch's fixed cost is more)
 MOVES = ("offload", "offload_done", "spill", "drop")
 
 
@@ -62,7 +63,7 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     from ``k`` single victims, with nothing changed (then the caller takes them one at a time)."""
     storage, seam, pipe, pages = tiers.storage, tiers.seam, tiers.pipe, tiers.pages
     host, disk = storage.host, storage.disk
-    if k < BATCH_FROM or disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
+    if disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
         return False
     # ``choose`` accepts a victim the spec lets offload or drop; the batch needs each to offload (a
     # spill victim to spill): asking for that event alone refuses the same batches, checking each once
@@ -70,14 +71,16 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     if victims is None:
         return False
     free_host = max(0, host.capacity - len(host))
-    spills = seam.choose_many("host", ("spill",), {*protect, *victims}, k - free_host) if k > free_host else []
+    # (the victims are GPU pages: a host proposal naming one is refused by its tier, protected or not)
+    spills = seam.choose_many("host", ("spill",), protect, k - free_host) if k > free_host else []
     if spills is None or len(disk) + len(spills) > disk.capacity:
         return False
-    spilled = [pages.get(h) for h in spills]
+    record = pages.records.__getitem__  # (each a live page: ``choose_many`` found its record)
+    spilled = list(map(record, spills))
     copies = host.get_many(spills)
     if any(data is None or rec.checksum is None for rec, data in zip(spilled, copies, strict=True)):
         return False
-    moved = [pages.get(v) for v in victims]
+    moved = list(map(record, victims))
     try:
         datas = [storage.data.read(rec.gpu_slot) for rec in moved]
     except Exception:  # noqa: BLE001 - a data plane that cannot give a payload: one at a time meets it there
@@ -96,11 +99,19 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
             return False
         try:
             with pipe.atomic():
-                if spills:
-                    pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
-                ids = np.asarray(victims, dtype=np.int64)
-                pipe.fire_batch("offload", None, ids, distinct=True)
-                pipe.fire_batch("offload_done", None, ids, distinct=True)
+                if k < SINGLE_BELOW:
+                    fire = pipe.fire
+                    for pid in spills:
+                        fire("spill", None, pid)
+                    for pid in victims:
+                        fire("offload", None, pid)
+                        fire("offload_done", None, pid)
+                else:
+                    if spills:
+                        pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
+                    ids = np.asarray(victims, dtype=np.int64)
+                    pipe.fire_batch("offload", None, ids, distinct=True)
+                    pipe.fire_batch("offload_done", None, ids, distinct=True)
         except BaseException:
             for pid in written:
                 disk.remove(pid)
@@ -108,16 +119,14 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
         first = k - len(spills)  # the victims before it found the host tier full
         host.remove_many(spills)
         host.put_many(victims, datas)
-        told: list[PageRecord] = []  # the policy told in the one-at-a-time order: h_i's move, then v_i's
-        tiers_now: list[str] = []
-        for i, (rec, data) in enumerate(zip(moved, datas, strict=True)):
-            if i >= first:
-                told.append(spilled[i - first])
-                tiers_now.append("disk")
-            told.append(rec)
-            tiers_now.append("host")
+        for rec, data in zip(moved, datas, strict=True):
             rec.checksum = checksum(data)
-            storage.free_slot(rec)
+        # the policy told in the one-at-a-time order: v_1 .. v_first (the host had room), then h_i, v_i
+        told: list[PageRecord] = moved[:first]
+        for pair in zip(spilled, moved[first:], strict=True):
+            told += pair
+        tiers_now = ["host"] * first + ["disk", "host"] * len(spills)
+        storage.free_slots(moved)
         seam.moved_many(told, tiers_now)
         bytes_moved = tiers.metrics.bytes_moved
         if spills:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -144,14 +145,13 @@ class PolicySeam:
             for rec, tier in zip(recs, tiers, strict=True):
                 self.moved(rec, tier)
             return
-        metas: list[PageMeta] = []
-        olds: list[str] = []
-        for rec, tier in zip(recs, tiers, strict=True):
-            meta = rec.meta
-            if meta.tier != tier:
-                olds.append(meta.tier)
-                meta.tier = tier
-                metas.append(meta)
+        metas: list[PageMeta] = list(map(_META, recs))
+        olds: list[str] = list(map(_TIER, metas))
+        if any(map(str.__eq__, olds, tiers)):  # a page already there: left out
+            kept = [i for i, (old, tier) in enumerate(zip(olds, tiers, strict=True)) if old != tier]
+            metas, olds, tiers = [metas[i] for i in kept], [olds[i] for i in kept], [tiers[i] for i in kept]
+        for meta, tier in zip(metas, tiers, strict=True):
+            meta.tier = tier
         if metas:
             self.policy.on_move_many(metas, olds)
 
@@ -172,16 +172,21 @@ class PolicySeam:
         with ``accepted`` once it moved them."""
         if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
-        pool, tier = decision == "pool", decision
-        find, allowed, busy, first, rest = self.pages.find, self.pipe.allowed, self.busy, events[0], events[1:]
         out = self.policy.propose_first(decision, k)
-        if len(out) < k:
+        if len(out) < k or not protect.isdisjoint(out) or any(map(self.busy, out)):
+            return None  # ``choose`` would refuse one of them: counted and reported there
+        recs = list(map(self.pages.records.get, out))
+        if None in recs:
             return None
+        if decision == "pool":
+            if not all(rec.pooled for rec in recs):  # type: ignore[union-attr]
+                return None
+        elif any(rec.tier != decision for rec in recs):  # type: ignore[union-attr]
+            return None
+        allowed, first, rest = self.pipe.allowed, events[0], events[1:]
         for pid in out:
-            rec = find(pid)
-            if rec is None or (not rec.meta.pooled if pool else rec.meta.tier != tier) or pid in protect or \
-                    busy(pid) or not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
-                return None  # ``choose`` would refuse it: counted and reported there
+            if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
+                return None
         return out
 
     def accepted(self, decision: str, k: int) -> None:
@@ -212,6 +217,9 @@ class PolicySeam:
             self.refusals += 1
             self.policy.on_refused(decision, pid, reason)
         return None
+
+
+_META, _TIER = attrgetter("meta"), attrgetter("tier")
 
 
 def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, np.ndarray | None]:

@@ -73,7 +73,8 @@ class PageStore(Protocol):
         """Put ``data`` (from ``read_prefix``) as the first ``count`` tokens of the page in ``slot``."""
 
     # optional: write_tokens_many(slots, depths, offsets, tokens), one token into each of many slots
-    # (numpy int64 arrays); the runtime calls write_tokens per slot when a store lacks it
+    # (numpy int64 arrays); the runtime calls write_tokens per slot when a store lacks it.  Optional
+    # too: free_many(slots), ``free`` of each of many slots (a list); else ``free`` per slot
 
     def free(self, slot: int) -> None:
         """The slot no longer holds a page."""
@@ -85,7 +86,8 @@ class PageStore(Protocol):
 class MemoryPageStore:
     """Default store: the deterministic per-token payload of every slot, in one numpy array.
 
-    ``write_tokens_many`` writes one token into each of many slots (a decode step) in one pass.
+    ``write_tokens_many`` writes one token into each of many slots (a decode step) in one pass,
+    ``free_many`` frees many slots (a room's victims) at once.
     """
 
     def __init__(self, slots: int, page_size: int) -> None:
@@ -171,6 +173,14 @@ class MemoryPageStore:
         self.buf[slot] = 0
         self.used[slot] = False
         self.compressed[slot] = False
+
+    def free_many(self, slots: list[int]) -> None:
+        """``free`` of each of ``slots`` (distinct), at once."""
+        self.buf[slots] = 0
+        self.used[slots] = False
+        compressed = self.compressed
+        for slot in slots:
+            compressed[slot] = False
 
     def set_generation(self, slot: int, gen: int) -> None:
         """Record the generation the kernels would compare."""

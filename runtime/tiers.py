@@ -136,6 +136,24 @@ class Storage:
             self.slots.give(rec.gpu_slot)
             rec.gpu_slot = -1
 
+    def free_slots(self, recs: Sequence[PageRecord]) -> None:
+        """``free_slot`` for each of ``recs`` (distinct pages, each on the GPU), in order: the data plane's
+        slots freed at once where it can (``free_many``), given back in that order."""
+        slots = [rec.gpu_slot for rec in recs]
+        many = getattr(self.data, "free_many", None)
+        if many is not None:
+            many(slots)
+        else:
+            for slot in slots:
+                self.data.free(slot)
+        pool = self.slots
+        owner = pool.owner
+        for slot in slots:
+            del owner[slot]
+        pool.free_slots.extend(slots)
+        for rec in recs:
+            rec.gpu_slot = -1
+
     def release(self, rec: PageRecord) -> None:
         """Free the page's payload wherever it is."""
         self.free_slot(rec)

@@ -18,6 +18,7 @@ from test_runtime_differential import Twin, step
 
 from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime import prefetch as prefetch_module
+from morphcache.runtime import roombatch as roombatch_module
 from morphcache.runtime import tiering as tiering_module
 
 
@@ -93,10 +94,19 @@ def long_writes(twin: Twins, rng: random.Random, i: int, seqs: list[str]) -> Non
     seqs.append(sid)
 
 
-@pytest.mark.parametrize("seed,disk", [(1, 64), (2, 64), (5, 64), (3, 12), (4, 20), (6, 20)])
+def vectors(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    """``on``: a room's moves fired as vector batches however few its victims (else each event alone
+    below ``SINGLE_BELOW`` victims, as the small managers here always have)."""
+    if on:
+        monkeypatch.setattr(roombatch_module, "SINGLE_BELOW", 1)
+
+
+@pytest.mark.parametrize("seed,disk,vector", [(1, 64, False), (2, 64, True), (5, 64, True), (3, 12, False),
+                                              (4, 20, True), (6, 20, False)])
 def test_room_in_one_go_is_room_one_victim_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     seed: int, disk: int) -> None:
+                                                     seed: int, disk: int, vector: bool) -> None:
     done = counting(monkeypatch)
+    vectors(monkeypatch, vector)
     ms = []
     for name in ("batched", "single"):
         ms.append(CacheManager(config=small_config(tmp_path / name, gpu_pages=16, host_pages=6, disk_pages=disk,
@@ -111,8 +121,10 @@ def test_room_in_one_go_is_room_one_victim_at_a_time(tmp_path: Path, monkeypatch
         m.close()
 
 
-def test_batched_moves_conform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("vector", [False, True])
+def test_batched_moves_conform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vector: bool) -> None:
     done = counting(monkeypatch)
+    vectors(monkeypatch, vector)
     opts = {**INSTANCE, "gpu_pages": 8, "host_pages": 4, "disk_pages": 8}
     m = CacheManager(config=RuntimeConfig(**opts, disk_dir=str(tmp_path / "disk"), record=True))
     m.register("a", toks(0, 8))
