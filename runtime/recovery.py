@@ -60,18 +60,13 @@ class Recovery:
         try:
             with self.lock:
                 self.prefetcher.reserve(prefetch, protect)
-                for pid in prefetch:
-                    if pid not in self.pages:
-                        failed.append((pid, "page is gone"))
-                        continue
-                    try:
-                        futures.append(self.prefetcher.prefetch(pid, protect, held=True, start=False))
-                    except MorphcacheError as exc:
-                        failed.append((pid, str(exc)))
+                futures, failed = self.prefetcher.prefetch_many(prefetch, protect)
         finally:
             self.prefetcher.start_queued(block)  # the copies start once the lock is free for them
-        if block and not all(fut.done() for fut in futures):  # a waited recovery's few copies are done
-            wait(futures)
+        if block:  # a waited recovery's few copies are done (its queued copies share one future)
+            pending = [fut for fut in set(futures) if not fut.done()]
+            if pending:
+                wait(pending)
         with self.lock:
             store = self.pipe.store
             for pid in plan.pages_on("recompute"):
