@@ -108,7 +108,7 @@ class DiskTier:
         length = HEADER.unpack(raw)[2] if len(raw) == HEADER.size else 0
         return self.slab, off + HEADER.size, length
 
-    def pwrite(self, data: bytes, offset: int) -> None:
+    def pwrite(self, data: bytes | memoryview, offset: int) -> None:
         """Write ``data`` at ``offset`` of the slab, all of it (OSError if the system refuses)."""
         done = os.pwrite(self._fd, data, offset)
         while done < len(data):  # a short write: the rest
@@ -153,7 +153,7 @@ class DiskTier:
             return
         if len(self.pages) + len(pids) > self.capacity:
             raise CapacityError(f"disk tier full ({self.capacity} pages)")
-        stride, pack = self.stride, HEADER.pack
+        stride, head, pack_into = self.stride, HEADER.size, HEADER.pack_into
         for pid, data in zip(pids, datas, strict=True):
             if HEADER.size + len(data) > stride:
                 raise TierError(f"cannot write page {pid}: {len(data)} bytes, the disk tier's slots hold "
@@ -170,12 +170,14 @@ class DiskTier:
             for i in range(1, len(slots) + 1):  # the slots ascend: a run ends where the next is not adjacent
                 if i < len(slots) and slots[i] == slots[i - 1] + 1:
                     continue
-                parts = []
+                run, off = bytearray((i - start) * stride), 0
                 for j in range(start, i):
-                    record = pack(MAGIC, pids[j], len(datas[j]), checks[j]) + datas[j]
-                    parts.append(record if j == i - 1 else record + bytes(stride - len(record)))
+                    data = datas[j]
+                    pack_into(run, off, MAGIC, pids[j], len(data), checks[j])
+                    run[off + head:off + head + len(data)] = data
+                    off += stride
                 upto = i
-                self.pwrite(b"".join(parts), slots[start] * stride)
+                self.pwrite(memoryview(run)[:off - stride + head + len(data)], slots[start] * stride)
                 start = i
             os.fdatasync(self._fd)
         except OSError as exc:
