@@ -3,8 +3,9 @@ deciding, under the lock, whether the page lands::
 
     fetch      source (host or disk) --read--> bytes --write--> reserved GPU slot     (no lock)
     land       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
-               the source copy deleted (a disk record that cannot be cleared is a counted leftover),
                the page out of flight and collected
+    then       the job's source copies deleted (a disk record that cannot be cleared is a counted
+               leftover; adjacent records cleared by one write)
 
 A job's copies are fetched first, then landed one after the other under one hold of the lock (a
 copy whose landing raises strands no other: the first error is returned).  Each event is one
@@ -50,18 +51,29 @@ class Landing:
 
     def land_all(self, job: list[Copy], lengths: list[int | None]) -> BaseException | None:
         """(lock held) Each copy of ``job`` landed (``lengths``: ``fetch``'s answers), its page then out
-        of flight and collected, in order; the first error returned (every other copy landed)."""
+        of flight and collected, in order; then the source copies of those landed (or refused) deleted
+        together, the disk records of adjacent slots by one write (a page forgotten meanwhile had its
+        copies deleted with it).  The first error returned (every other copy landed)."""
         error: BaseException | None = None
-        inflight, collect, land = self.busy.inflight, self.collector.collect, self.land
+        inflight, collect, land, done = self.busy.inflight, self.collector.collect, self.land, []
         for (pid, slot, source), length in zip(job, lengths, strict=True):
             try:
                 try:
                     land(pid, slot, source, length)
+                    done.append(pid)
                 finally:
                     inflight.pop(pid, None)
                     collect(pid)
             except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
                 error = error or exc
+        storage = self.storage
+        storage.host.remove_many(done)
+        disk = storage.disk
+        if disk is not None:
+            left = len(disk.leftovers)
+            disk.remove_many(done)
+            if len(disk.leftovers) != left:  # a record that could not be cleared
+                self.metrics.extra["disk_leftover_files"] = len(disk.leftovers)
         return error
 
     def _verdict(self, rec: PageRecord, slot: int, length: int | None) -> str | None:
@@ -79,7 +91,7 @@ class Landing:
     def land(self, pid: int, slot: int, source: str, length: int | None) -> None:
         """The spec decides whether the copy lands (``length``: ``fetch``'s answer; ``FAILED``: reading
         or writing it raised, so the page goes to the recompute path, counted ``unreadable``); the
-        page's slot freed if it does not, the policy told, the source copy deleted."""
+        page's slot freed if it does not, the policy told (the source copy is left to the caller)."""
         pipe, storage = self.pipe, self.storage
         rec = self.pages.get(pid)
         pipe.fire("copy_done", None, pid)
@@ -93,7 +105,3 @@ class Landing:
             self.metrics.corrupt_pages[reason or "refused"] += 1
             storage.free_slot(rec)
             self.seam.moved(rec, "dropped")
-        storage.host.remove(pid)
-        disk = storage.disk
-        if disk is not None and pid in disk and not disk.remove(pid):
-            self.metrics.extra["disk_leftover_files"] = len(disk.leftovers)

@@ -5,7 +5,8 @@
     plan.pages_on("prefetch")   prefetcher.prefetch, all started once the lock is let go, then waited for
                                 (block=True: up to ``inline_copies`` copied on this thread, no hand-off)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
-    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU
+    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU, all
+                                of them together (``Morphology.maintain_many``: each proposal one batch)
 
 The plan's pages are held (``Busy``) for the whole call, so nothing forgets them between the
 steps, even while the lock is released to wait for the copies.  Refusals are reported, not raised.
@@ -38,6 +39,7 @@ class Recovery:
         self.busy, self.collector, self.metrics, self.lock = busy, collector, metrics, lock
         codes = pipe.cspec.codes[TIER]
         self._gpu, self._dropped = codes["gpu"], codes["dropped"]
+        self.batched = True  # the plan's pages on the GPU proposed their morphology together (else one by one)
 
     def recover(self, plan: RecoveryPlan, block: bool) -> RecoveryReport:
         """Carry out ``plan`` (call without holding the lock: it waits for copies)."""
@@ -80,8 +82,12 @@ class Recovery:
                     self.tiers.recompute(pid, protect, held=True)
                 except MorphcacheError as exc:
                     failed.append((pid, str(exc)))
-            for pid in plan.pages:
-                if pid in self.pages and store.page(TIER, pid) == self._gpu:
+            tier, records, gpu = store.cols[TIER], self.pages.records, self._gpu
+            maintained = [pid for pid in plan.pages if pid in records and tier[pid] == gpu]
+            if self.batched:  # (held, none of them changes tier or is forgotten meanwhile)
+                self.morph.maintain_many(maintained)
+            else:
+                for pid in maintained:
                     self.morph.maintain(pid)
             done.update(a.path for a in plan.assignments)
             self.metrics.recoveries_by_path.update(done)

@@ -64,6 +64,38 @@ def test_copies_on_the_recovery_thread_are_copies_by_the_worker(tmp_path: Path, 
         m.close()
 
 
+@pytest.mark.parametrize("seed,pool", [(4, 60), (5, 40), (8, 40)])
+def test_a_plans_morphology_proposed_together_is_proposed_page_by_page(tmp_path: Path, seed: int, pool: int) -> None:
+    """A recovery proposes the morphology of its plan's pages on the GPU together
+    (``Morphology.maintain_many``) against page by page (``Recovery.batched`` off), on the same random
+    workloads, a small reuse pool making the admissions evict: the same answers, reports, state and
+    policy counts after every operation."""
+    ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=40, host_pages=10, disk_pages=12,
+                                           pool_capacity=pool, prefetch_workers=1)) for name in ("together", "alone")]
+    ms[1].parts.recovery.batched = False
+    twin = Twins(ms[0], ms[1])
+    rng = random.Random(seed)
+    prompts = [toks(1000 * (j + 1), rng.randrange(40, 110)) for j in range(3)]
+    seqs: list[str] = []
+    for i in range(50):
+        r = rng.random()
+        if r < 0.35:
+            sid, other = f"w{i}", toks(50_000 + 100 * i, rng.randrange(16, 48))
+            twin.do(lambda m, _: m.register(sid, other))  # noqa: B023 - called at once
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023
+        elif r < 0.8:
+            _recovering(twin, rng, i, prompts)
+        else:
+            step(twin, rng, i, seqs)
+        assert policy_counts(ms[0]) == policy_counts(ms[1])
+    fired = [m.metrics().events_fired for m in ms]
+    assert fired[0] == fired[1] and fired[0]["land"] > 0 and fired[0]["recompute"] > 0
+    assert fired[0]["evict"] > 0, "no admission evicted"
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
 def test_copies_on_the_recovery_thread_conform(tmp_path: Path) -> None:
     opts: dict[str, Any] = {**INSTANCE, "gpu_pages": 8, "host_pages": 6, "disk_pages": 8, "pool_capacity": 8}
     m = CacheManager(config=RuntimeConfig(**opts, disk_dir=str(tmp_path / "disk"), record=True))
