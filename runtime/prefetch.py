@@ -106,23 +106,45 @@ class Prefetcher:
                       protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
         """``prefetch(pid, protect, held=True, start=False)`` for each of ``pids`` in order (the caller
         holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
-        page that is gone or refused with the reason."""
+        page that is gone or refused with the reason.  A host or disk page with a slot free (``reserve``
+        made the room) takes it and lets the firing decide, as ``_prefetch`` does, inline."""
         records, inflight, futures, failed = self.pages.records, self.busy.inflight, [], []
-        disk, sweep = self.storage.disk, self.tiers.sweep
+        storage, sweep, fire, cols = self.storage, self.tiers.sweep, self.pipe.firer("prefetch"), self.pipe.store.cols
+        disk, slots, place, queued = storage.disk, storage.slots, storage.place, self._queued
         for pid in pids:
-            if pid not in records:
+            rec = records.get(pid)
+            if rec is None:
                 failed.append((pid, "page is gone"))
                 continue
-            existing = inflight.get(pid)
-            if existing is not None:
-                futures.append(existing)
+            fut = inflight.get(pid)
+            if fut is not None:
+                futures.append(fut)
                 continue
             if disk is not None and disk.leftovers:  # a move's sweep
                 sweep()
+            source = rec.meta.tier
             try:
-                futures.append(self._prefetch(pid, protect, False))
+                if (source != "host" and source != "disk") or not slots.free_slots:
+                    futures.append(self._prefetch(pid, protect, False))  # its room made, or its refusal
+                    continue
+                slot = slots.take(pid)
+                try:
+                    fire(None, pid, None, None)
+                except BaseException:
+                    slots.give(slot)
+                    raise
             except MorphcacheError as exc:
                 failed.append((pid, str(exc)))
+                continue
+            try:
+                place(rec, slot, cols["gen"][pid])
+                fut = self._queued_future or self._queue_future()
+                queued.append((pid, slot, source))
+            except BaseException:  # the event fired; nothing may strand the page without its copy
+                self._abandon(pid, slot)
+                raise
+            inflight[pid] = fut
+            futures.append(fut)
         return futures, failed
 
     def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True) -> Future[None]:

@@ -51,8 +51,9 @@ class Recovery:
         finally:
             with self.lock:
                 ready = self.busy.unhold(protect)
-                for pid in [*ready, *plan.pages]:
-                    self.collector.collect(pid)
+                collect = self.collector.collect
+                for pid in dict.fromkeys([*ready, *plan.pages]):  # (a page collected again finds it as left)
+                    collect(pid)
 
     def _recover(self, plan: RecoveryPlan, block: bool, protect: frozenset[int]) -> RecoveryReport:
         done: Counter[str] = Counter()
