@@ -35,6 +35,7 @@ class Landing:
                  collector: Collector, metrics: Metrics, page_bytes: int) -> None:
         self.pipe, self.pages, self.storage, self.seam, self.busy = pipe, pages, storage, seam, busy
         self.collector, self.metrics, self.page_bytes = collector, metrics, page_bytes
+        self.batched = True  # a recovery's job tells the policy its landed pages' moves together
 
     def fetch(self, pid: int, slot: int, source: str) -> int | None:
         """Copy the page's payload from ``source`` into ``slot`` (call without the lock): its length,
@@ -56,16 +57,30 @@ class Landing:
         copies deleted with it).  The first error returned (every other copy landed)."""
         error: BaseException | None = None
         inflight, collect, land, done = self.busy.inflight, self.collector.collect, self.land, []
-        for (pid, slot, source), length in zip(job, lengths, strict=True):
-            try:
+        held = self.busy.held
+        if self.batched and len(job) > 1 and all(pid in held for pid, _, _ in job):  # (nothing forgotten here)
+            moves: list[PageRecord] = []  # the landed pages' moves, told together (before any other notice)
+            for (pid, slot, source), length in zip(job, lengths, strict=True):
                 try:
-                    land(pid, slot, source, length)
+                    land(pid, slot, source, length, moves)
                     done.append(pid)
-                finally:
-                    inflight.pop(pid, None)
-                    collect(pid)
-            except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
-                error = error or exc
+                except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
+                    error = error or exc
+            self._moved(moves)
+            for pid, _, _ in job:
+                inflight.pop(pid, None)
+                collect(pid)  # (held: collected when the hold ends)
+        else:
+            for (pid, slot, source), length in zip(job, lengths, strict=True):
+                try:
+                    try:
+                        land(pid, slot, source, length)
+                        done.append(pid)
+                    finally:
+                        inflight.pop(pid, None)
+                        collect(pid)
+                except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
+                    error = error or exc
         storage = self.storage
         storage.host.remove_many(done)
         disk = storage.disk
@@ -88,10 +103,13 @@ class Landing:
             return "checksum"
         return None
 
-    def land(self, pid: int, slot: int, source: str, length: int | None) -> None:
+    def land(self, pid: int, slot: int, source: str, length: int | None,
+             moves: list[PageRecord] | None = None) -> None:
         """The spec decides whether the copy lands (``length``: ``fetch``'s answer; ``FAILED``: reading
         or writing it raised, so the page goes to the recompute path, counted ``unreadable``); the
-        page's slot freed if it does not, the policy told (the source copy is left to the caller)."""
+        page's slot freed if it does not, the policy told (the source copy is left to the caller).
+        ``moves``: a landed page's move is appended there, for the caller to tell with the others (the
+        moves kept there told first when a page does not land: its ``corrupt`` tells the policy)."""
         pipe, storage = self.pipe, self.storage
         rec = self.pages.get(pid)
         pipe.fire("copy_done", None, pid)
@@ -99,9 +117,20 @@ class Landing:
         pipe.fire("verify", None, pid, observed={"intact": reason is None})
         if pipe.propose("land", None, pid):  # the spec decides, from what verify recorded
             self.metrics.bytes_moved[_LANDED[source]] += length or 0
-            self.seam.moved(rec, "gpu")
-        else:
-            pipe.fire("corrupt", None, pid)
-            self.metrics.corrupt_pages[reason or "refused"] += 1
-            storage.free_slot(rec)
-            self.seam.moved(rec, "dropped")
+            if moves is None:
+                self.seam.moved(rec, "gpu")
+            else:
+                moves.append(rec)
+            return
+        if moves:
+            self._moved(moves)
+        pipe.fire("corrupt", None, pid)
+        self.metrics.corrupt_pages[reason or "refused"] += 1
+        storage.free_slot(rec)
+        self.seam.moved(rec, "dropped")
+
+    def _moved(self, moves: list[PageRecord]) -> None:
+        """Tell the policy the pages of ``moves`` landed on the GPU, in order (then forget them)."""
+        if moves:
+            self.seam.moved_many(moves, ["gpu"] * len(moves))
+            moves.clear()
