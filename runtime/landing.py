@@ -67,9 +67,11 @@ class Landing:
                 except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
                     error = error or exc
             self._moved(moves)
-            for pid, _, _ in job:
+            records, deferred = self.pages.records, self.busy.deferred
+            for pid, _, _ in job:  # held: what ``collect`` does to a held page, collected when the hold ends
                 inflight.pop(pid, None)
-                collect(pid)  # (held: collected when the hold ends)
+                if pid in records:
+                    deferred.add(pid)
         else:
             for (pid, slot, source), length in zip(job, lengths, strict=True):
                 try:
