@@ -5,8 +5,8 @@
     plan.pages_on("prefetch")   prefetcher.prefetch, all started once the lock is let go, then waited for
                                 (block=True: up to ``inline_copies`` copied on this thread, no hand-off)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
-    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU, all
-                                of them together (``Morphology.maintain_many``: each proposal one batch)
+    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU (many
+                                pages together: ``Morphology.maintain_many``, each proposal one batch)
 
 The plan's pages are held (``Busy``) for the whole call, so nothing forgets them between the
 steps, even while the lock is released to wait for the copies.  Refusals are reported, not raised.
@@ -29,6 +29,8 @@ from .plan import RecoveryPlan, RecoveryReport
 from .prefetch import Prefetcher
 from .tiering import TierMover
 
+TOGETHER_FROM = 64
+
 
 class Recovery:
     """Executes recovery plans."""
@@ -39,7 +41,9 @@ class Recovery:
         self.busy, self.collector, self.metrics, self.lock = busy, collector, metrics, lock
         codes = pipe.cspec.codes[TIER]
         self._gpu, self._dropped = codes["gpu"], codes["dropped"]
-        self.batched = True  # the plan's pages on the GPU proposed their morphology together (else one by one)
+        # this many of the plan's pages on the GPU propose their morphology together (each proposal one
+        # vector batch: some 20-50 us, more than fewer pages' proposals one by one cost)
+        self.together_from = TOGETHER_FROM
 
     def recover(self, plan: RecoveryPlan, block: bool) -> RecoveryReport:
         """Carry out ``plan`` (call without holding the lock: it waits for copies)."""
@@ -85,7 +89,7 @@ class Recovery:
                     failed.append((pid, str(exc)))
             tier, records, gpu = store.cols[TIER], self.pages.records, self._gpu
             maintained = [pid for pid in plan.pages if pid in records and tier[pid] == gpu]
-            if self.batched:  # (held, none of them changes tier or is forgotten meanwhile)
+            if len(maintained) >= self.together_from:  # (held: none changes tier or is forgotten meanwhile)
                 self.morph.maintain_many(maintained)
             else:
                 for pid in maintained:

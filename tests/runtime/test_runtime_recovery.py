@@ -70,12 +70,14 @@ def test_copies_on_the_recovery_thread_are_copies_by_the_worker(tmp_path: Path, 
 def test_a_recovery_together_is_a_recovery_page_by_page(tmp_path: Path, seed: int, pool: int) -> None:
     """A recovery proposes the morphology of its plan's pages on the GPU together
     (``Morphology.maintain_many``) and tells the policy its landed pages' moves together against page
-    by page (``Recovery.batched``, ``Landing.batched`` off), on the same random workloads, a small
+    by page (``Recovery.together_from``, ``Landing.batched`` off), on the same random workloads, a small
     reuse pool making the admissions evict, disk records damaged now and then (their copies do not
     land): the same answers, reports, state and policy counts after every operation."""
     ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=40, host_pages=10, disk_pages=12,
                                            pool_capacity=pool, prefetch_workers=1)) for name in ("together", "alone")]
-    ms[1].parts.recovery.batched = ms[1].parts.prefetcher.landing.batched = False
+    ms[0].parts.recovery.together_from = 1
+    ms[1].parts.recovery.together_from = 1 << 30
+    ms[1].parts.prefetcher.landing.batched = False
     twin = Twins(ms[0], ms[1])
     rng = random.Random(seed)
     prompts = [toks(1000 * (j + 1), rng.randrange(40, 110)) for j in range(3)]
