@@ -108,7 +108,7 @@ class DiskTier:
         length = HEADER.unpack(raw)[2] if len(raw) == HEADER.size else 0
         return self.slab, off + HEADER.size, length
 
-    def pwrite(self, data: bytes | memoryview, offset: int) -> None:
+    def pwrite(self, data: bytes | bytearray, offset: int) -> None:
         """Write ``data`` at ``offset`` of the slab, all of it (OSError if the system refuses)."""
         done = os.pwrite(self._fd, data, offset)
         while done < len(data):  # a short write: the rest
@@ -177,7 +177,8 @@ class DiskTier:
                     run[off + head:off + head + len(data)] = data
                     off += stride
                 upto = i
-                self.pwrite(memoryview(run)[:off - stride + head + len(data)], slots[start] * stride)
+                del run[off - stride + head + len(data):]  # (the last record unpadded, as ``put`` writes it)
+                self.pwrite(run, slots[start] * stride)
                 start = i
             os.fdatasync(self._fd)
         except OSError as exc:
