@@ -108,7 +108,7 @@ class DiskTier:
         length = HEADER.unpack(raw)[2] if len(raw) == HEADER.size else 0
         return self.slab, off + HEADER.size, length
 
-    def pwrite(self, data: bytes, offset: int) -> None:
+    def pwrite(self, data: bytes | bytearray, offset: int) -> None:
         """Write ``data`` at ``offset`` of the slab, all of it (OSError if the system refuses)."""
         done = os.pwrite(self._fd, data, offset)
         while done < len(data):  # a short write: the rest
@@ -137,6 +137,59 @@ class DiskTier:
         self.pages[pid] = slot
         if old is not None:
             self._clear(old, pid)
+
+    def put_many(self, pids: list[int], datas: list[bytes], checks: list[int]) -> None:
+        """``put`` for each of ``pids`` in order, in the slots those puts would take, the records of
+        adjacent slots written by one write (each padded to its slot) and one sync for them all::
+
+            slots 4 5 6 9   ->   one write of 4..6's records, one of 9's, then one fdatasync
+
+        All or nothing: when any write or the sync fails (TierError), or the disk has no room for them
+        all (CapacityError), none of them is on disk and the slots are free again.  (Pages repeated or
+        on disk already: ``put`` each in turn.)"""
+        if len(set(pids)) != len(pids) or any(pid in self.pages for pid in pids):
+            for pid, data, check in zip(pids, datas, checks, strict=True):
+                self.put(pid, data, check)
+            return
+        if len(self.pages) + len(pids) > self.capacity:
+            raise CapacityError(f"disk tier full ({self.capacity} pages)")
+        stride, head, pack_into = self.stride, HEADER.size, HEADER.pack_into
+        for pid, data in zip(pids, datas, strict=True):
+            if HEADER.size + len(data) > stride:
+                raise TierError(f"cannot write page {pid}: {len(data)} bytes, the disk tier's slots hold "
+                                f"{stride - HEADER.size}")
+        slots = []
+        for _ in pids:
+            if self.free_slots:
+                slots.append(heapq.heappop(self.free_slots))
+            else:
+                slots.append(self.end)
+                self.end += 1
+        start = upto = 0
+        try:
+            for i in range(1, len(slots) + 1):  # the slots ascend: a run ends where the next is not adjacent
+                if i < len(slots) and slots[i] == slots[i - 1] + 1:
+                    continue
+                run, off = bytearray((i - start) * stride), 0
+                for j in range(start, i):
+                    data = datas[j]
+                    pack_into(run, off, MAGIC, pids[j], len(data), checks[j])
+                    run[off + head:off + head + len(data)] = data
+                    off += stride
+                upto = i
+                del run[off - stride + head + len(data):]  # (the last record unpadded, as ``put`` writes it)
+                self.pwrite(run, slots[start] * stride)
+                start = i
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            for slot in slots[:upto]:  # what reached the slab cleared, the slots free again
+                self._discard(slot)
+            for slot in slots[upto:]:
+                heapq.heappush(self.free_slots, slot)
+            failed = pids[start] if start < len(pids) else pids[0]
+            raise TierError(f"cannot write page {failed} to {str(self.slab)!r}: {exc.strerror or exc}") from None
+        for pid, slot in zip(pids, slots, strict=True):
+            self.pages[pid] = slot
 
     def get(self, pid: int) -> bytes | None:
         """The payload bytes found in the page's slot, None if it holds no record of the page.

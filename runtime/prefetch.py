@@ -21,21 +21,19 @@ from dataclasses import dataclass
 
 from .collect import Busy, Collector
 from .config import RuntimeConfig
-from .errors import TierError
+from .errors import MorphcacheError, TierError
+from .landing import Copy, Landing
 from .metrics import Metrics
 from .pages import PageDirectory
 from .pipeline import Pipeline
 from .roombatch import make_room_batch
 from .seam import PolicySeam
-from .store import checksum
 from .tiering import TierMover
 from .tiers import Storage
 
-_LANDED = {"host": "host->gpu", "disk": "disk->gpu"}  # the bytes a landed copy moved, by its source
 INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
 
 
-Copy = tuple[int, int, str]  # a queued copy: page, reserved slot, source tier
 
 
 @dataclass
@@ -58,6 +56,7 @@ class Prefetcher:
         self.page_bytes = config.page_bytes or storage.data.page_bytes
         self.workers = config.prefetch_workers
         self.inline_copies = INLINE_COPIES
+        self.landing = Landing(pipe, pages, storage, seam, busy, collector, metrics, self.page_bytes)
         self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="morphcache-prefetch")
         self._queued: list[Copy] = []  # copies ``start_queued`` starts
         self._queued_future: Future[None] | None = None  # the one future they share
@@ -88,6 +87,10 @@ class Prefetcher:
         pages counted are those whose ``prefetch`` will take a slot: known, not in flight, on the host
         or disk, the spec allowing it; the victims' moves change none of that (page-local events on
         unprotected GPU and host pages), nor does a ``prefetch`` fired on another page."""
+        slots = self.storage.slots
+        free = len(slots.free_slots)
+        if len(pids) <= free:  # room for them all already
+            return
         pipe, find, inflight = self.pipe, self.pages.find, self.busy.inflight
         need = 0
         for pid in pids:
@@ -95,10 +98,53 @@ class Prefetcher:
             if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and \
                     pipe.allowed("prefetch", None, pid):
                 need += 1
-        slots = self.storage.slots
-        free = len(slots.free_slots)
         if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
+
+    def prefetch_many(self, pids: list[int],
+                      protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
+        """``prefetch(pid, protect, held=True, start=False)`` for each of ``pids`` in order (the caller
+        holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
+        page that is gone or refused with the reason.  A host or disk page with a slot free (``reserve``
+        made the room) takes it and lets the firing decide, as ``_prefetch`` does, inline."""
+        records, inflight, futures, failed = self.pages.records, self.busy.inflight, [], []
+        storage, sweep, fire, cols = self.storage, self.tiers.sweep, self.pipe.firer("prefetch"), self.pipe.store.cols
+        disk, slots, place, queued = storage.disk, storage.slots, storage.place, self._queued
+        for pid in pids:
+            rec = records.get(pid)
+            if rec is None:
+                failed.append((pid, "page is gone"))
+                continue
+            fut = inflight.get(pid)
+            if fut is not None:
+                futures.append(fut)
+                continue
+            if disk is not None and disk.leftovers:  # a move's sweep
+                sweep()
+            source = rec.meta.tier
+            try:
+                if (source != "host" and source != "disk") or not slots.free_slots:
+                    futures.append(self._prefetch(pid, protect, False))  # its room made, or its refusal
+                    continue
+                slot = slots.take(pid)
+                try:
+                    fire(None, pid, None, None)
+                except BaseException:
+                    slots.give(slot)
+                    raise
+            except MorphcacheError as exc:
+                failed.append((pid, str(exc)))
+                continue
+            try:
+                place(rec, slot, cols["gen"][pid])
+                fut = self._queued_future or self._queue_future()
+                queued.append((pid, slot, source))
+            except BaseException:  # the event fired; nothing may strand the page without its copy
+                self._abandon(pid, slot)
+                raise
+            inflight[pid] = fut
+            futures.append(fut)
+        return futures, failed
 
     def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True) -> Future[None]:
         rec = self.pages.get(pid)
@@ -181,15 +227,17 @@ class Prefetcher:
                 raise
 
     def _run_all(self, job: list[Copy], batch: _Batch) -> None:
-        """Worker (or the waiting caller): the copies of one job, in order (``_copy`` each); the batch's
-        future told when the last job has ended."""
+        """Worker (or the waiting caller): the copies of one job read and written in order
+        (``Landing.fetch`` each), then landed in order under one hold of the lock (``Landing.land_all``);
+        the batch's future told when the last job has ended."""
         error: BaseException | None = None
         try:
-            for pid, slot, source in job:
-                try:
-                    self._copy(pid, slot, source)
-                except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on the batch's future
-                    error = error or exc
+            fetch = self.landing.fetch
+            lengths = [fetch(pid, slot, source) for pid, slot, source in job]
+            with self.lock:
+                error = self.landing.land_all(job, lengths)
+        except BaseException as exc:  # noqa: BLE001 - the copies' outcome, on the batch's future
+            error = error or exc
         finally:
             self._ended(batch, 1, error)
 
@@ -222,49 +270,11 @@ class Prefetcher:
 
     def _copy(self, pid: int, slot: int, source: str) -> None:
         """Worker: copy the payload into the reserved slot, then let the spec decide if it lands."""
-        storage = self.storage
-        failed = False
-        try:
-            data = storage.host.get(pid) if source == "host" else (storage.disk.get(pid) if storage.disk else None)
-            if data is not None:
-                storage.data.write(slot, data)
-        except Exception:  # noqa: BLE001 - a copy that cannot be read or written never strands its page
-            data, failed = None, True
+        length = self.landing.fetch(pid, slot, source)
         with self.lock:
-            try:
-                self._land(pid, slot, source, data, failed)
-            finally:
-                self.busy.inflight.pop(pid, None)
-                self.collector.collect(pid)
-
-    def _land(self, pid: int, slot: int, source: str, data: bytes | None, failed: bool = False) -> None:
-        """The spec decides whether the copy lands (``failed``: reading or writing it raised, so the
-        page goes to the recompute path, counted ``unreadable``)."""
-        rec = self.pages.get(pid)
-        pipe = self.pipe
-        pipe.fire("copy_done", None, pid)
-        reason = None
-        if failed:
-            reason = "unreadable"
-        elif data is None:
-            reason = "missing"
-        elif len(data) != self.page_bytes:
-            reason = "truncated"
-        elif checksum(self.storage.data.read(slot)) != rec.checksum:
-            reason = "checksum"
-        pipe.fire("verify", None, pid, observed={"intact": reason is None})
-        if pipe.propose("land", None, pid):  # the spec decides, from what verify recorded
-            self.metrics.bytes_moved[_LANDED[source]] += len(data or b"")
-            self.seam.moved(rec, "gpu")
-        else:
-            pipe.fire("corrupt", None, pid)
-            self.metrics.corrupt_pages[reason or "refused"] += 1
-            self.storage.free_slot(rec)
-            self.seam.moved(rec, "dropped")
-        self.storage.host.remove(pid)
-        disk = self.storage.disk
-        if disk is not None and pid in disk and not disk.remove(pid):
-            self.metrics.extra["disk_leftover_files"] = len(disk.leftovers)
+            error = self.landing.land_all([(pid, slot, source)], [length])
+        if error is not None:
+            raise error
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every copy in flight has landed or failed (call without the lock)."""

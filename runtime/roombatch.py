@@ -87,16 +87,12 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
         return False
     held = [*victims, *spills]
     tiers.busy.hold(held)
-    written: list[int] = []
     try:
-        try:
-            for rec, data in zip(spilled, copies, strict=True):
-                disk.put(rec.pid, data, rec.checksum)  # type: ignore[arg-type]
-                written.append(rec.pid)
+        try:  # the spills' records, adjacent slots written together (all or none)
+            disk.put_many(spills, copies, [rec.checksum for rec in spilled])  # type: ignore[arg-type,misc]
         except (CapacityError, TierError):
-            for pid in written:
-                disk.remove(pid)
             return False
+        written = spills
         try:
             with pipe.atomic():
                 if k < SINGLE_BELOW:

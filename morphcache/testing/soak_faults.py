@@ -79,6 +79,18 @@ class FaultyDisk(DiskTier):
         with self.ledger_lock:
             self.truth[pid] = data
 
+    def put_many(self, pids: list[int], datas: list[bytes], checks: list[int]) -> None:
+        """Write the page records together (refused while a write fault is on), then record them as the
+        truth."""
+        try:
+            super().put_many(pids, datas, checks)
+        except TierError:
+            with self.ledger_lock:
+                self.reads["writes_refused"] += 1
+            raise
+        with self.ledger_lock:
+            self.truth.update(zip(pids, datas, strict=True))
+
     def get(self, pid: int) -> bytes | None:
         """Read the page record; count the read as a fault reached when it differs from the truth."""
         time.sleep(self.read_delay)  # a slow disk: copies stay in flight a while

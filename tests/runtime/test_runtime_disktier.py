@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from morphcache.runtime import TierError
+from morphcache.runtime import CapacityError, TierError
 from morphcache.runtime import disktier as disktier_module
 from morphcache.runtime.disktier import DiskTier
 from morphcache.testing import diskdamage
@@ -111,4 +111,78 @@ def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(disktier_module.os, "pwrite", lambda fd, data, off: real_pwrite(fd, bytes(data)[:7], off))
     disk.put(1, payload(1), 1)
     assert disk.get(1) == payload(1) and disk.remove(1) and records(disk) == {}
+    disk.close()
+
+
+def _slab_with_holes(path: Path) -> DiskTier:
+    """Slots 0..6 used, then 1, 2 and 5 freed: free slots 1 2 5, the next ones 7 8 ..."""
+    disk = DiskTier(path, 12, PAGE)
+    for pid in range(7):
+        disk.put(pid, payload(pid), pid)
+    disk.remove_many([1, 2, 5])
+    return disk
+
+
+def test_many_records_written_together_are_records_written_one_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``put_many`` takes the slots ``put`` would, one write a run of adjacent slots, one sync; every
+    record reads back, the slab holds the same records."""
+    together, alone = _slab_with_holes(tmp_path / "together"), _slab_with_holes(tmp_path / "alone")
+    pids = [20, 21, 22, 23, 24]  # slots 1 2 | 5 | 7 8
+    for pid in pids:
+        alone.put(pid, payload(pid), pid)
+    real_pwrite, real_sync = os.pwrite, os.fdatasync
+    calls: list[tuple[int, int]] = []
+
+    def pwrite(fd: int, data: Any, off: int) -> int:
+        calls.append((off // together.stride, len(data)))
+        return real_pwrite(fd, data, off)
+
+    syncs: list[int] = []
+    monkeypatch.setattr(disktier_module.os, "pwrite", pwrite)
+    monkeypatch.setattr(disktier_module.os, "fdatasync", lambda fd: syncs.append(fd) or real_sync(fd))
+    together.put_many(pids, [payload(pid) for pid in pids], pids)
+    assert [slot for slot, _ in calls] == [1, 5, 7] and len(syncs) == 1
+    assert records(together) == records(alone) == {**{s: s for s in (0, 3, 4, 6)}, 1: 20, 2: 21, 5: 22, 7: 23, 8: 24}
+    assert together.pages == alone.pages and all(together.get(pid) == payload(pid) for pid in pids)
+    assert together.get(3) == payload(3)  # a neighbour is whole
+    for disk in (together, alone):
+        disk.close()
+
+
+@pytest.mark.parametrize("fail", ["second write", "sync"])
+def test_many_records_written_together_all_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str) -> None:
+    """A write or the sync that fails leaves none of the pages on disk, no record of theirs in the slab,
+    and their slots free for the next puts (taken as before)."""
+    disk = _slab_with_holes(tmp_path)
+    before = records(disk)
+    real_pwrite = os.pwrite
+    writes: list[int] = []
+
+    def pwrite(fd: int, data: Any, off: int) -> int:
+        writes.append(off)
+        if fail == "second write" and len(writes) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_pwrite(fd, data, off)
+
+    def fdatasync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(disktier_module.os, "pwrite", pwrite)
+    if fail == "sync":
+        monkeypatch.setattr(disktier_module.os, "fdatasync", fdatasync)
+    with pytest.raises(TierError, match="No space left" if fail != "sync" else "Input/output"):
+        disk.put_many([20, 21, 22, 23], [payload(p) for p in (20, 21, 22, 23)], [20, 21, 22, 23])
+    monkeypatch.undo()
+    assert records(disk) == before and not any(pid in disk for pid in (20, 21, 22, 23))
+    disk.put(30, payload(30), 30)
+    disk.put(31, payload(31), 31)
+    assert disk.pages[30] == 1 and disk.pages[31] == 2 and disk.get(30) == payload(30)
+    with pytest.raises(TierError, match="slots hold"):
+        disk.put_many([40, 41], [payload(40), bytes(disk.stride)], [40, 41])
+    assert 40 not in disk and records(disk) == {**before, 1: 30, 2: 31}
+    many = list(range(50, 57))
+    with pytest.raises(CapacityError):  # 6 pages on a 12-page disk: room for 6 more
+        disk.put_many(many, [payload(p) for p in many], many)
+    assert records(disk) == {**before, 1: 30, 2: 31} and len(disk) == 6
     disk.close()

@@ -329,13 +329,13 @@ def test_a_waited_recovery_shares_many_copies_with_the_workers(make_manager: Cal
     prefetcher = m.parts.prefetcher
     prefetcher.inline_copies = 1
     threads: dict[int, int] = {}
-    copy = prefetcher._copy
+    fetch = prefetcher.landing.fetch
 
-    def tracked(pid: int, slot: int, source: str) -> None:
+    def tracked(pid: int, slot: int, source: str) -> int | None:
         threads[pid] = threading.get_ident()
-        copy(pid, slot, source)
+        return fetch(pid, slot, source)
 
-    prefetcher._copy = tracked  # type: ignore[method-assign]
+    prefetcher.landing.fetch = tracked  # type: ignore[method-assign]
     report = m.recover(res.plan)
     assert not report.failed and sorted(threads) == sorted(wanted)
     shares = min(3, len(wanted))  # one a worker and its own

@@ -1,8 +1,9 @@
 """A recovery that waits carries out its copies on its own thread (``Prefetcher.inline_copies``), each
 as a worker would: against the same recoveries handing every copy to the (one) worker, on the same
 random workloads, both managers must give the same answers and reports (refusals included) and hold
-identical state and policy counts after every operation.  The recorded steps of recoveries that copy
-on their own thread conform (the step checker replays them)."""
+identical state and policy counts after every operation; so must a recovery whose plan's morphology
+is proposed together and whose landed pages' moves are told together, against page by page.  The
+recorded steps of recoveries that copy on their own thread conform (the step checker replays them)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from test_runtime_differential import step
 from test_runtime_roombatch import Twins, policy_counts
 
 from morphcache.runtime import CacheManager, NeedsRecovery, Ready, RuntimeConfig
+from morphcache.testing import diskdamage
 
 
 def _recovering(twin: Twins, rng: random.Random, i: int, prompts: list[list[int]]) -> None:
@@ -59,6 +61,46 @@ def test_copies_on_the_recovery_thread_are_copies_by_the_worker(tmp_path: Path, 
         assert policy_counts(ms[0]) == policy_counts(ms[1])
     fired = [m.metrics().events_fired for m in ms]
     assert fired[0] == fired[1] and fired[0]["land"] > 0, "no copy landed"
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
+@pytest.mark.parametrize("seed,pool", [(4, 60), (8, 40)])
+def test_a_recovery_together_is_a_recovery_page_by_page(tmp_path: Path, seed: int, pool: int) -> None:
+    """A recovery proposes the morphology of its plan's pages on the GPU together
+    (``Morphology.maintain_many``) and tells the policy its landed pages' moves together against page
+    by page (``Recovery.together_from``, ``Landing.batched`` off), on the same random workloads, a small
+    reuse pool making the admissions evict, disk records damaged now and then (their copies do not
+    land): the same answers, reports, state and policy counts after every operation."""
+    ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=40, host_pages=10, disk_pages=12,
+                                           pool_capacity=pool, prefetch_workers=1)) for name in ("together", "alone")]
+    ms[0].parts.recovery.together_from = 1
+    ms[1].parts.recovery.together_from = 1 << 30
+    ms[1].parts.prefetcher.landing.batched = False
+    twin = Twins(ms[0], ms[1])
+    rng = random.Random(seed)
+    prompts = [toks(1000 * (j + 1), rng.randrange(40, 110)) for j in range(3)]
+    seqs: list[str] = []
+    for i in range(50):
+        on_disk = sorted(ms[0].disk.pages)
+        if on_disk and rng.random() < 0.3:  # the same page's record damaged on both
+            victim = rng.choice(on_disk)
+            for m in ms:
+                diskdamage.flip(m.disk, victim, (-3,), 0x20)
+        r = rng.random()
+        if r < 0.35:
+            sid, other = f"w{i}", toks(50_000 + 100 * i, rng.randrange(16, 48))
+            twin.do(lambda m, _: m.register(sid, other))  # noqa: B023 - called at once
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023
+        elif r < 0.8:
+            _recovering(twin, rng, i, prompts)
+        else:
+            step(twin, rng, i, seqs)
+        assert policy_counts(ms[0]) == policy_counts(ms[1])
+    fired = [m.metrics().events_fired for m in ms]
+    assert fired[0] == fired[1] and fired[0]["land"] > 0 and fired[0]["recompute"] > 0
+    assert fired[0]["evict"] > 0 and fired[0]["corrupt"] > 0, "no admission evicted or no copy refused"
     for m in ms:
         m.check_integrity()
         m.close()
