@@ -47,23 +47,33 @@ def test_copies_on_the_recovery_thread_are_copies_by_the_worker(tmp_path: Path, 
     twin = Twins(ms[0], ms[1])
     rng = random.Random(seed)
     prompts = [toks(1000 * (j + 1), rng.randrange(24, 56)) for j in range(3)]
-    seqs: list[str] = []
-    for i in range(60):
-        r = rng.random()
-        if r < 0.35:  # another write pushes cached pages off the GPU
-            sid, other = f"w{i}", toks(50_000 + 100 * i, rng.randrange(16, 48))
-            twin.do(lambda m, _: m.register(sid, other))  # noqa: B023 - called at once
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023
-        elif r < 0.75:
-            _recovering(twin, rng, i, prompts)
-        else:
-            step(twin, rng, i, seqs)
-        assert policy_counts(ms[0]) == policy_counts(ms[1])
+    _drive(twin, ms, rng, prompts, 60, 0.75)
     fired = [m.metrics().events_fired for m in ms]
     assert fired[0] == fired[1] and fired[0]["land"] > 0, "no copy landed"
     for m in ms:
         m.check_integrity()
         m.close()
+
+
+def _drive(twin: Twins, ms: list[CacheManager], rng: random.Random, prompts: list[list[int]], rounds: int,
+           recovering_below: float, before: Callable[[], None] | None = None) -> None:
+    """``rounds`` random operations on both twins (``before`` first in each): a write that pushes cached
+    pages off the GPU, a recovering request (below ``recovering_below``) or another step; the policies'
+    counts compared after each."""
+    seqs: list[str] = []
+    for i in range(rounds):
+        if before is not None:
+            before()
+        r = rng.random()
+        if r < 0.35:  # another write pushes cached pages off the GPU
+            sid, other = f"w{i}", toks(50_000 + 100 * i, rng.randrange(16, 48))
+            twin.do(lambda m, _: m.register(sid, other))  # noqa: B023 - called at once
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023
+        elif r < recovering_below:
+            _recovering(twin, rng, i, prompts)
+        else:
+            step(twin, rng, i, seqs)
+        assert policy_counts(ms[0]) == policy_counts(ms[1])
 
 
 @pytest.mark.parametrize("seed,pool", [(4, 60), (8, 40)])
@@ -81,23 +91,15 @@ def test_a_recovery_together_is_a_recovery_page_by_page(tmp_path: Path, seed: in
     twin = Twins(ms[0], ms[1])
     rng = random.Random(seed)
     prompts = [toks(1000 * (j + 1), rng.randrange(40, 110)) for j in range(3)]
-    seqs: list[str] = []
-    for i in range(50):
+
+    def damage() -> None:
         on_disk = sorted(ms[0].disk.pages)
         if on_disk and rng.random() < 0.3:  # the same page's record damaged on both
             victim = rng.choice(on_disk)
             for m in ms:
                 diskdamage.flip(m.disk, victim, (-3,), 0x20)
-        r = rng.random()
-        if r < 0.35:
-            sid, other = f"w{i}", toks(50_000 + 100 * i, rng.randrange(16, 48))
-            twin.do(lambda m, _: m.register(sid, other))  # noqa: B023 - called at once
-            twin.do(lambda m, _: m.free(sid))  # noqa: B023
-        elif r < 0.8:
-            _recovering(twin, rng, i, prompts)
-        else:
-            step(twin, rng, i, seqs)
-        assert policy_counts(ms[0]) == policy_counts(ms[1])
+
+    _drive(twin, ms, rng, prompts, 50, 0.8, before=damage)
     fired = [m.metrics().events_fired for m in ms]
     assert fired[0] == fired[1] and fired[0]["land"] > 0 and fired[0]["recompute"] > 0
     assert fired[0]["evict"] > 0 and fired[0]["corrupt"] > 0, "no admission evicted or no copy refused"
