@@ -19,7 +19,7 @@ Each part holds the parts below it that it uses; none calls another's private na
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -150,12 +150,32 @@ class Parts:
         parts = cls(config, cspec, lock, pipe, pages, readers, index, storage, busy, seam, collector, tiers,
                     prefetcher, morph, leases, lookups, sequences, recovery, metrics,
                     config.page_bytes or data.page_bytes, ident, recurrent)
-        pipe.watch(GEN, parts.publish_generation)
+        pipe.watch(GEN, parts.generation_watcher())
         readers.on_retire.append(pipe.names.inc.forget_reader)
         for agg in cspec.aggregates.values():
             for var in agg.reads:
                 pipe.watch(var, pipe.names.dirty)
         return parts
+
+    def generation_watcher(self) -> Callable[[Any], None]:
+        """The watcher of ``gen``: ``publish_generation`` with what a single page's call reads bound
+        once (most ``gen`` writes are one firing's, on one page; a batch's index goes to
+        ``publish_generation``).  The directory's records, the store's columns and the data plane are
+        the same objects for the manager's life (a column that grows is found again in ``cols``)."""
+        get, cols, set_generation = self.pages.records.get, self.pipe.store.cols, self.storage.data.set_generation
+        many, ndarray = self.publish_generation, np.ndarray
+
+        def publish(index: Any) -> None:
+            if index.__class__ is ndarray:
+                many(index)
+                return
+            rec = get(index)
+            if rec is not None:
+                slot = rec.gpu_slot
+                if slot >= 0:
+                    set_generation(slot, cols[GEN][index])
+
+        return publish
 
     def publish_generation(self, index: Any) -> None:
         """Tell the data plane the generation of pages on the GPU whose ``gen`` changed."""
