@@ -164,7 +164,22 @@ class RuntimeNames:
         aggregate takes the page's new contribution now (a page not live has its initial values, where
         the body is neutral, as ``refresh`` counts it); the others at the next refresh."""
         cols = self.store.cols
-        pids = [index] if index.__class__ is int else np.atleast_1d(index).tolist()  # one page: most writes
+        if index.__class__ is int:  # one page (most writes): its term against the one it had, no list
+            for name, var, kind, table in self.agg_tabled:
+                contrib = self.agg_contrib[name]
+                c, old = table[cols[var][index]], contrib.get(index, 0)
+                if c != old:
+                    if c:
+                        contrib[index] = c
+                    else:
+                        del contrib[index]
+                    self._moved(name, kind, c - old, contrib)
+                elif kind != "sum":
+                    self._moved(name, kind, 0, contrib)
+            if self.agg_deferred:
+                self.agg_dirty.add(index)
+            return
+        pids = np.atleast_1d(index).tolist()
         for name, var, kind, table in self.agg_tabled:
             col, contrib = cols[var], self.agg_contrib[name]
             delta = 0
