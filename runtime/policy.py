@@ -36,7 +36,6 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, islice
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
 
@@ -208,8 +207,8 @@ class LRUPolicy(EvictionPolicy):
         self.pool_stamp_cells, self.pool_stamp = _stamps(64)
         self.last = np.zeros(64, dtype=np.int64)  # scratch: a page's last position among the touches
         self.clock = 0
-        self.touched: list[Any] = []  # pages touched since the last decision: arrays and single ids
-        self.pool_touched: list[Any] = []
+        self.touched: list[int] = []  # pages touched since the last decision, in touch order (flat)
+        self.pool_touched: list[int] = []
         self.held = [0, 0]  # entries in the two lists above (tier, pool), compacted when they outgrow the pages
         # ``on_written`` (a fresh page filed once: its access supersedes its insert and hold), unless a
         # subclass overrides one of the notices it stands for
@@ -258,7 +257,7 @@ class LRUPolicy(EvictionPolicy):
         if n:
             (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
             self.clock += n
-            (self.pool_touched if pool else self.touched).append(pages)
+            (self.pool_touched if pool else self.touched).extend(pages.tolist())
             held = self.held
             held[pool] += n
             if held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
@@ -275,43 +274,22 @@ class LRUPolicy(EvictionPolicy):
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
-        self.touched = [np.asarray(self._pending(self.touched), dtype=np.int64)]
-        self.pool_touched = [np.asarray(self._pending(self.pool_touched), dtype=np.int64)]
-        self.held = [len(self.touched[0]), len(self.pool_touched[0])]
+        self.touched, self.pool_touched = (p if isinstance(p, list) else p.tolist()
+                                           for p in (self._pending(self.touched), self._pending(self.pool_touched)))
+        self.held = [len(self.touched), len(self.pool_touched)]
 
-    def _pending(self, touched: list[Any]) -> list[int] | np.ndarray:
+    def _pending(self, touched: list[int]) -> list[int] | np.ndarray:
         """The pages of ``touched``, each once, in the order of their last touch (and ``touched``
         emptied): a list when they are few, else an int64 array.  The entries were appended in touch
         order (stamps rise along them), so a page's last touch is its last occurrence: found with a
         scratch column (each page's last position written, then compared), no sort."""
-        parts = [x for x in touched if x.__class__ is not int]  # the bulk touches (arrays)
-        if not parts or len(touched) - len(parts) + sum(map(len, parts)) <= self.few:  # few: in Python
-            flat: list[int] = touched
-            if parts:
-                flat = []
-                for x in touched:
-                    if x.__class__ is int:
-                        flat.append(x)
-                    else:
-                        flat.extend(x.tolist())
-            pages = list(dict.fromkeys(reversed(flat)))
+        if len(touched) <= self.few:  # few: in Python
+            pages = list(dict.fromkeys(reversed(touched)))
             pages.reverse()
             touched.clear()
             return pages
-        chunks: list[Any] = []
-        run: list[int] = []
-        for x in touched:
-            if x.__class__ is int:
-                run.append(x)
-            else:
-                if run:
-                    chunks.append(np.array(run, dtype=np.int64))
-                    run = []
-                chunks.append(x)
-        if run:
-            chunks.append(np.array(run, dtype=np.int64))
+        ids = np.array(touched, dtype=np.int64)
         touched.clear()
-        ids = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
         at = np.arange(len(ids))
         last = self.last
         last[ids] = -1
