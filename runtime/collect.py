@@ -241,20 +241,21 @@ class Collector:
         continuations, sealed rows and the policy's entries dropped together."""
         self.storage.release_many(recs)
         index, by_hash, kids, find = self.index, self.index.by_hash, self.index.kids, self.pages.find
-        later = {rec.pid: rec for rec in recs}
-
-        def hash_of(pid: int) -> int | None:
-            got = find(pid) or later.get(pid)
-            return None if got is None else got.hash
-
         dropped: list[tuple[int, int]] = []
-        for rec in recs:
+        for at, rec in enumerate(recs):
             pid, h = rec.pid, rec.hash
-            del later[pid]
             if h is None or by_hash.get(h) != pid:
                 continue
             dropped.append((h, pid))
-            other = None if kids.alone(h, pid) else kids.duplicate(h, rec.parent_hash, pid, hash_of)
+            if kids.alone(h, pid):
+                continue
+            later = {r.pid: r for r in recs[at + 1:]}  # the pages still to come (rare: a sealed duplicate)
+
+            def hash_of(other: int, later: dict[int, PageRecord] = later) -> int | None:
+                got = find(other) or later.get(other)
+                return None if got is None else got.hash
+
+            other = kids.duplicate(h, rec.parent_hash, pid, hash_of)
             if other is not None:
                 index.remove_sealed_many(dropped)
                 dropped = []

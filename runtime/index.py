@@ -207,8 +207,9 @@ class SealedRows:
             for pid in pids:
                 self.forget(pid)
             return
-        size = len(self.cls) - 1
-        ids = [pid for pid in pids if pid < size]
+        ids = np.array(pids, dtype=np.int64)  # converted once (three fancy indexings below)
+        if ids.max() >= len(self.cls) - 1:
+            ids = ids[ids < len(self.cls) - 1]
         classes = self.cls[ids]
         members, intern, key_of = self._members, self._intern, self._key_of
         for c in classes[classes != UNSEALED].tolist():

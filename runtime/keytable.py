@@ -31,6 +31,7 @@ from array import array
 import numpy as np
 
 EMPTY = -1
+LOOP_UP_TO = 96  # fewer keys to remove: one at a time (~0.3 us a key; numpy: ~25 us + ~0.1 us a key)
 MOVES = 32  # moves an insertion may make before the table grows
 M = 0xD6E8_FEB8_6659_FD93  # odd: the multiplier of the lo slot
 
@@ -101,10 +102,18 @@ class KeyTable:
                 return
 
     def remove_many(self, keys: list[int]) -> None:
-        """``remove`` for each of ``keys`` (distinct; nothing for one absent), the slots emptied at once."""
-        if len(keys) < 4:
+        """``remove`` for each of ``keys`` (distinct; nothing for one absent): fewer than ``LOOP_UP_TO`` one
+        at a time by scalar reads and writes of the slots, more by one vector pass."""
+        if len(keys) < LOOP_UP_TO:  # scalar reads and writes of the slot arrays, inlined
+            slot_keys, slot_pages, shift, mask = self.key_slots, self.page_slots, 64 - self.bits, (1 << 64) - 1
             for key in keys:
-                self.remove(key)
+                at = key >> shift
+                if slot_pages[at] < 0 or slot_keys[at] != key:
+                    at = ((key * M) & mask) >> shift
+                    if slot_pages[at] < 0 or slot_keys[at] != key:
+                        continue
+                slot_keys[at], slot_pages[at] = (at ^ 1) << shift, EMPTY  # _vacant
+                self.live -= 1
             return
         ks = np.array(keys, dtype=np.uint64)
         hi, lo = ks >> self.shift, (ks * self.um) >> self.shift

@@ -164,12 +164,13 @@ class Storage:
     def release_many(self, recs: list[PageRecord]) -> None:
         """``release`` for each of ``recs`` in order, the disk records cleared together
         (``DiskTier.remove_many``)."""
-        host, disk = self.host, self.disk
         for rec in recs:
-            self.free_slot(rec)
-            host.remove(rec.pid)
-        if disk is not None:
-            disk.remove_many([rec.pid for rec in recs])
+            if rec.gpu_slot >= 0:
+                self.free_slot(rec)
+        pids = [rec.pid for rec in recs]
+        self.host.remove_many(pids)
+        if self.disk is not None:
+            self.disk.remove_many(pids)
 
     def where(self, pid: int, slot: int) -> list[str]:
         """The stores holding a payload of ``pid`` (GPU when ``slot`` >= 0)."""

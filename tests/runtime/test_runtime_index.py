@@ -80,6 +80,29 @@ def test_key_table_mirrors_a_dict(ops: list[tuple[bool, int, int]], bits: int) -
     assert table.candidates(probe).tolist() == want
 
 
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=200), st.integers(1, 3), st.randoms(use_true_random=False))
+def test_key_table_remove_many_one_at_a_time_and_vectorized(picks: list[int], bits: int, rng: random.Random) -> None:
+    """``remove_many`` by the scalar loop and by the vector pass leave the table as ``remove`` one at a
+    time does (keys sharing slots, keys absent)."""
+    near = [(p << 58) | 5 for p in range(8)] + [(3 << 58) | p for p in range(8)] + [0, 1 << 63]
+    keys = list(dict.fromkeys(near[p % len(near)] if p < 18 else rng.randrange(1 << 64) for p in picks))
+    gone = rng.sample(keys, rng.randrange(len(keys) + 1)) + [k for k in ((1 << 64) - 1, 7 << 58) if k not in keys]
+    tables = [KeyTable(bits) for _ in range(3)]
+    for table in tables:
+        for pid, key in enumerate(keys):
+            table.add(key, pid)
+    for key in gone:
+        tables[0].remove(key)
+    for table, loop_up_to in zip(tables[1:], (1 << 20, 0), strict=True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("morphcache.runtime.keytable.LOOP_UP_TO", loop_up_to)
+            table.remove_many(gone)
+        assert table.live == tables[0].live
+        assert table.keys.tolist() == tables[0].keys.tolist()
+        assert table.pages.tolist() == tables[0].pages.tolist()
+
 def _constant_digest(monkeypatch: pytest.MonkeyPatch, value: int) -> None:
     """Every page digest ``value``: the keys say only the depth, every key at a depth collides."""
     monkeypatch.setattr(chainhash, "page_digest", lambda tokens: value)
