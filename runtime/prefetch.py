@@ -16,15 +16,17 @@ its payload both in the slot and at its source.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any
 
 from .collect import Busy, Collector
 from .config import RuntimeConfig
 from .errors import MorphcacheError, TierError
 from .landing import Copy, Landing
 from .metrics import Metrics
-from .pages import PageDirectory
+from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
 from .roombatch import make_room_batch
 from .seam import PolicySeam
@@ -106,10 +108,10 @@ class Prefetcher:
         """``prefetch(pid, protect, held=True, start=False)`` for each of ``pids`` in order (the caller
         holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
         page that is gone or refused with the reason.  A host or disk page with a slot free (``reserve``
-        made the room) takes it and lets the firing decide, as ``_prefetch`` does, inline."""
+        made the room) takes it and lets the firing decide (``_start``, as ``_prefetch`` does)."""
         records, inflight, futures, failed = self.pages.records, self.busy.inflight, [], []
-        storage, sweep, fire, cols = self.storage, self.tiers.sweep, self.pipe.firer("prefetch"), self.pipe.store.cols
-        disk, slots, place, queued = storage.disk, storage.slots, storage.place, self._queued
+        storage, sweep, fire = self.storage, self.tiers.sweep, self.pipe.firer("prefetch")
+        disk, slots = storage.disk, storage.slots
         for pid in pids:
             rec = records.get(pid)
             if rec is None:
@@ -125,25 +127,10 @@ class Prefetcher:
             try:
                 if (source != "host" and source != "disk") or not slots.free_slots:
                     futures.append(self._prefetch(pid, protect, False))  # its room made, or its refusal
-                    continue
-                slot = slots.take(pid)
-                try:
-                    fire(None, pid, None, None)
-                except BaseException:
-                    slots.give(slot)
-                    raise
+                else:
+                    futures.append(self._start(rec, slots.take(pid), source, False, fire))
             except MorphcacheError as exc:
                 failed.append((pid, str(exc)))
-                continue
-            try:
-                place(rec, slot, cols["gen"][pid])
-                fut = self._queued_future or self._queue_future()
-                queued.append((pid, slot, source))
-            except BaseException:  # the event fired; nothing may strand the page without its copy
-                self._abandon(pid, slot)
-                raise
-            inflight[pid] = fut
-            futures.append(fut)
         return futures, failed
 
     def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True) -> Future[None]:
@@ -158,8 +145,16 @@ class Prefetcher:
                 pipe.fire("prefetch", None, pid)  # raises the spec's refusal
                 raise TierError(f"page {pid} has no host or disk copy to prefetch")
             slot = self.tiers.take_slot(rec, protect)
+        return self._start(rec, slot, source, start, pipe.firer("prefetch"))
+
+    def _start(self, rec: PageRecord, slot: int, source: str, start: bool,
+               fire: Callable[[Any, Any, Any, Any], None]) -> Future[None]:
+        """Fire ``prefetch`` on the page, which holds reserved ``slot`` (a refusal gives the slot back),
+        place it there and start its copy (``start``) or queue it for ``start_queued``; the page is in
+        flight then."""
+        pid = rec.pid
         try:
-            pipe.fire("prefetch", None, pid)
+            fire(None, pid, None, None)
         except BaseException:
             self.storage.slots.give(slot)
             raise
