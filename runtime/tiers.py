@@ -45,6 +45,13 @@ class SlotPool:
         del self.owner[slot]
         self.free_slots.append(slot)
 
+    def give_many(self, slots: list[int]) -> None:
+        """``give`` for each of ``slots``, in order."""
+        owner = self.owner
+        for slot in slots:
+            del owner[slot]
+        self.free_slots.extend(slots)
+
     def behind(self, n: int) -> None:
         """The last ``n`` slots given back are taken after the others, the first given first (as when
         each is given back just before it is taken)."""
@@ -146,11 +153,7 @@ class Storage:
         else:
             for slot in slots:
                 self.data.free(slot)
-        pool = self.slots
-        owner = pool.owner
-        for slot in slots:
-            del owner[slot]
-        pool.free_slots.extend(slots)
+        self.slots.give_many(slots)
         for rec in recs:
             rec.gpu_slot = -1
 
@@ -164,9 +167,7 @@ class Storage:
     def release_many(self, recs: list[PageRecord]) -> None:
         """``release`` for each of ``recs`` in order, the disk records cleared together
         (``DiskTier.remove_many``)."""
-        for rec in recs:
-            if rec.gpu_slot >= 0:
-                self.free_slot(rec)
+        self.free_slots([rec for rec in recs if rec.gpu_slot >= 0])
         pids = [rec.pid for rec in recs]
         self.host.remove_many(pids)
         if self.disk is not None:
