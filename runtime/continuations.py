@@ -77,28 +77,14 @@ class Continuations:
         """Pages forgotten: ``remove(parent_hash, pid)`` then ``unsealed(pid)`` for each of ``pairs``
         (parent hash, page), in order."""
         info, tokens, hash_of, sealed = self.info, self.tokens, self._hash_of, self._sealed
-        unfiled, first = self._unfiled, self._first
         for parent_hash, pid in pairs:
             old = info.get(pid)
             if old is not None and old[0] == parent_hash:
-                waiting = unfiled.get(parent_hash)  # ``_unfile`` inlined
-                if waiting is not None and pid in waiting:
-                    del waiting[pid]
-                    if not waiting:
-                        del unfiled[parent_hash]
-                else:
-                    key = (parent_hash, tokens[pid][0])
-                    if first.get(key) == pid:  # the page alone in its bucket
-                        del first[key]
-                    else:
-                        _take(first, key, pid)
+                self._unfile(parent_hash, pid)
                 del info[pid], tokens[pid]
             h = hash_of.pop(pid, None)
             if h is not None:
-                if sealed.get(h) == pid:  # the page alone in its bucket
-                    del sealed[h]
-                else:
-                    _take(sealed, h, pid)
+                _take(sealed, h, pid)
 
     def _file(self, parent_hash: int, pid: int, first: int) -> None:
         _put(self._first, (parent_hash, first), pid)
@@ -139,22 +125,9 @@ class Continuations:
 
     def sealed_many(self, hashes: list[int], pids: list[int]) -> None:
         """``sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order."""
-        hash_of, buckets = self._hash_of, self._sealed
+        sealed = self.sealed
         for h, pid in zip(hashes, pids, strict=True):
-            old = hash_of.get(pid)
-            if old == h:
-                continue
-            if old is not None:
-                self.unsealed(pid)
-            got = buckets.get(h)  # ``_put`` inlined
-            if got is None:
-                buckets[h] = pid
-            elif got.__class__ is int:
-                if got != pid:
-                    buckets[h] = {got: None, pid: None}  # type: ignore[dict-item]
-            else:
-                got[pid] = None  # type: ignore[index]
-            hash_of[pid] = h
+            sealed(h, pid)
 
     def unsealed(self, pid: int) -> None:
         """Page ``pid`` is forgotten: no longer a page sealed with its hash."""
