@@ -32,15 +32,6 @@ from .tiers import Storage
 _MAX = np.maximum.reduce  # (the ufunc's reduction: no Python wrapper)
 
 
-def fire_pages(pipe: Pipeline, name: str, rid: int, pids: np.ndarray) -> None:
-    """``name`` for reader ``rid`` on each of ``pids`` (distinct), all or none: one batch, or the one
-    firing (all or none by itself) when there is one page, as most leases a lookup takes have."""
-    if len(pids) == 1:
-        pipe.fire(name, rid, int(pids[0]))
-    else:
-        pipe.fire_batch(name, rid, pids, distinct=True)
-
-
 class LeaseBook:
     """Every live lease of one manager."""
 
@@ -63,7 +54,7 @@ class LeaseBook:
         both = bool(len(ids)) and tail is not None  # one batch alone is all or nothing already
         with pipe.atomic() if both else nullcontext():
             if len(ids):
-                fire_pages(pipe, "acquire", reader.rid, ids)
+                pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
             if tail is not None:
                 pipe.fire("acquire_tail", reader.rid, tail)
         gens = self.store.vecs[GEN][ids]
@@ -119,9 +110,9 @@ class LeaseBook:
             both = bool(len(more)) and bool(len(last))
             with pipe.atomic() if both else nullcontext():
                 if len(more):
-                    fire_pages(pipe, "release", lease.reader, more)
+                    pipe.fire_batch("release", lease.reader, more, distinct=True)
                 if len(last):
-                    fire_pages(pipe, "release_last", lease.reader, last)
+                    pipe.fire_batch("release_last", lease.reader, last, distinct=True)
         lease.released = True
         del self.leases[lease.lease_id]
         reader = self.readers.by_rid.get(lease.reader)

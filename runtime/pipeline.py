@@ -433,6 +433,9 @@ class Pipeline:
         count = len(p) if p is not None else len(r)  # type: ignore[arg-type]
         if count == 0:
             return np.zeros(0, dtype=bool)
+        if count == 1 and atomic:  # one firing is all or nothing on its own: no batch, no transaction
+            self.firer(name)(_first(r), _first(p), None, None)
+            return _all_fired(1)
         plan = self.planner.plan(ev, r, p) if self.fast and count >= VECTOR_FROM and not self.strict else None
         if plan is not None:
             assert p is not None
@@ -503,9 +506,6 @@ class Pipeline:
                     pass
             return fired
         fire = self.firer(ev.name)
-        if count == 1:  # one firing is all or nothing on its own: no transaction
-            fire(rs[0], ps[0], None, None)
-            return _all_fired(1)
         sp = self.begin()
         try:
             for rid, pid in zip(rs, ps, strict=True):
@@ -515,6 +515,13 @@ class Pipeline:
             raise
         self.commit()
         return _all_fired(count)
+
+def _first(ids: Any) -> int | None:
+    """The one reader or page of a batch of one firing: ``ids`` None, one id, or a sequence of one."""
+    if ids is None:
+        return None
+    return int(ids) if isinstance(ids, (int, np.integer)) else int(ids[0])
+
 
 def _all_fired(count: int) -> np.ndarray:
     """A mask of ``count`` firings that all fired (``np.ones`` without its Python wrapper)."""

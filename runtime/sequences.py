@@ -27,7 +27,6 @@ from .errors import BadInputError, DuplicateSequenceError, MorphcacheError
 from .index import PrefixIndex
 from .inputs import Spans, token_types
 from .lease import Lease
-from .leases import fire_pages
 from .morphology import Morphology
 from .pages import PageDirectory
 from .pagewriter import PageWriter, Pending
@@ -89,7 +88,7 @@ class Sequences:
 
         def events(pending: list[Pending]) -> None:
             if block:
-                fire_pages(self.pipe, "detach", reader.rid, pids)
+                self.pipe.fire_batch("detach", reader.rid, pids, distinct=True)
             self.pipe.fire("free", reader.rid)
 
         self.writer.transaction(events)
@@ -177,8 +176,8 @@ class Sequences:
             if len(full):
                 pipe.fire("begin_attach", rid)
                 if not own:
-                    fire_pages(pipe, "acquire", rid, full)
-                fire_pages(pipe, "attach", rid, full)
+                    pipe.fire_batch("acquire", rid, full, distinct=True)
+                pipe.fire_batch("attach", rid, full, distinct=True)
                 if not own:
                     counts = self.store.varrays[LPIN].gather(rid, full)
                     more, last = full[counts > 1], full[counts <= 1]
