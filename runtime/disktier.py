@@ -41,6 +41,17 @@ _CLEAR = bytes(len(MAGIC))  # written over a record's magic: the slot holds no p
 RUN_BYTES = 1 << 20  # the most one write clearing a run of adjacent records covers
 
 
+def _runs(slots: list[int]) -> list[tuple[int, int]]:
+    """The runs of adjacent slots in ascending ``slots``, as ``(start, end)`` positions in it."""
+    runs, start = [], 0
+    for i in range(1, len(slots)):
+        if slots[i] != slots[i - 1] + 1:
+            runs.append((start, i))
+            start = i
+    runs.append((start, len(slots)))
+    return runs
+
+
 class DiskTier:
     """Payloads as checksummed records in one slab file under ``directory``, at most ``capacity``
     pages of ``page_bytes`` bytes (a longer payload is refused)."""
@@ -147,49 +158,53 @@ class DiskTier:
         All or nothing: when any write or the sync fails (TierError), or the disk has no room for them
         all (CapacityError), none of them is on disk and the slots are free again.  (Pages repeated or
         on disk already: ``put`` each in turn.)"""
-        if len(set(pids)) != len(pids) or any(pid in self.pages for pid in pids):
+        pages, n = self.pages, len(pids)
+        if not n:
+            return
+        if len(set(pids)) != n or not pages.keys().isdisjoint(pids):
             for pid, data, check in zip(pids, datas, checks, strict=True):
                 self.put(pid, data, check)
             return
-        if len(self.pages) + len(pids) > self.capacity:
+        if len(pages) + n > self.capacity:
             raise CapacityError(f"disk tier full ({self.capacity} pages)")
-        stride, head, pack_into = self.stride, HEADER.size, HEADER.pack_into
-        for pid, data in zip(pids, datas, strict=True):
-            if HEADER.size + len(data) > stride:
-                raise TierError(f"cannot write page {pid}: {len(data)} bytes, the disk tier's slots hold "
-                                f"{stride - HEADER.size}")
-        slots = []
-        for _ in pids:
-            if self.free_slots:
-                slots.append(heapq.heappop(self.free_slots))
-            else:
-                slots.append(self.end)
-                self.end += 1
-        start = upto = 0
+        stride, head = self.stride, HEADER.size
+        lengths = list(map(len, datas))
+        if max(lengths) > stride - head:
+            j = next(j for j, length in enumerate(lengths) if head + length > stride)
+            raise TierError(f"cannot write page {pids[j]}: {lengths[j]} bytes, the disk tier's slots hold "
+                            f"{stride - head}")
+        free = self.free_slots
+        taken = min(len(free), n)
+        slots = [heapq.heappop(free) for _ in range(taken)]
+        if taken < n:
+            slots += range(self.end, self.end + n - taken)
+            self.end += n - taken
+        pack = HEADER.pack
+        records = [pack(MAGIC, pid, length, check) + data
+                   for pid, length, check, data in zip(pids, lengths, checks, datas, strict=True)]
+        # the slots ascend (the heap's lowest first, then new ones at the end): a run ends where the next
+        # is not adjacent
+        runs = [(0, n)] if slots[-1] - slots[0] == n - 1 else _runs(slots)
+        same = lengths.count(lengths[0]) == n  # (one padding between every two records)
+        upto = 0
         try:
-            for i in range(1, len(slots) + 1):  # the slots ascend: a run ends where the next is not adjacent
-                if i < len(slots) and slots[i] == slots[i - 1] + 1:
-                    continue
-                run, off = bytearray((i - start) * stride), 0
-                for j in range(start, i):
-                    data = datas[j]
-                    pack_into(run, off, MAGIC, pids[j], len(data), checks[j])
-                    run[off + head:off + head + len(data)] = data
-                    off += stride
-                upto = i
-                del run[off - stride + head + len(data):]  # (the last record unpadded, as ``put`` writes it)
+            for start, end in runs:
+                if same:
+                    run = bytes(stride - head - lengths[0]).join(records[start:end])
+                else:  # each record padded to its slot, the last one unpadded (as ``put`` writes it)
+                    run = b"".join([records[j] + bytes(stride - head - lengths[j]) for j in range(start, end - 1)]
+                                   + [records[end - 1]])
                 self.pwrite(run, slots[start] * stride)
-                start = i
+                upto = end
             os.fdatasync(self._fd)
         except OSError as exc:
             for slot in slots[:upto]:  # what reached the slab cleared, the slots free again
                 self._discard(slot)
             for slot in slots[upto:]:
-                heapq.heappush(self.free_slots, slot)
-            failed = pids[start] if start < len(pids) else pids[0]
+                heapq.heappush(free, slot)
+            failed = pids[upto] if upto < n else pids[0]
             raise TierError(f"cannot write page {failed} to {str(self.slab)!r}: {exc.strerror or exc}") from None
-        for pid, slot in zip(pids, slots, strict=True):
-            self.pages[pid] = slot
+        pages.update(zip(pids, slots, strict=True))
 
     def get(self, pid: int) -> bytes | None:
         """The payload bytes found in the page's slot, None if it holds no record of the page.

@@ -36,10 +36,13 @@ from .errors import CapacityError, TierError
 from .store import checksum
 
 if TYPE_CHECKING:
-    from .pages import PageRecord
+    from .disktier import DiskTier
+    from .pipeline import Pipeline
     from .tiering import TierMover
 
-SINGLE_BELOW = 8  # fewer victims than this: their events fired one by one (a vector batch's fixed cost is more)
+# fewer victims than this: their events fired one by one (a vector batch of each event costs some 25-50 us,
+# a victim's offload and offload_done alone about 3 us with its spill)
+SINGLE_BELOW = 28
 MOVES = ("offload", "offload_done", "spill", "drop")
 
 
@@ -60,8 +63,12 @@ def page_local(ev: CompiledEvent) -> bool:
 
 def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]) -> bool:
     """Free ``k`` GPU slots in one go (the caller holds ``protect``); False when the batch could differ
-    from ``k`` single victims, with nothing changed (then the caller takes them one at a time)."""
-    storage, seam, pipe, pages = tiers.storage, tiers.seam, tiers.pipe, tiers.pages
+    from ``k`` single victims, with nothing changed (then the caller takes them one at a time).
+
+    Nothing else runs while it does (the lock is held, no victim is dropped or forgotten): the
+    victims and spills need no hold (``choose_many`` accepted none that is held or in flight), and a
+    page a ``collect`` deferred is collected as the end of such a hold would (``Busy.deferred``)."""
+    storage, seam = tiers.storage, tiers.seam
     host, disk = storage.host, storage.disk
     if disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
         return False
@@ -70,60 +77,47 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     victims = seam.choose_many("gpu", ("offload",), protect, k)
     if victims is None:
         return False
-    free_host = max(0, host.capacity - len(host))
+    first = max(0, host.capacity - len(host))  # the victims before the host tier is full
     # (the victims are GPU pages: a host proposal naming one is refused by its tier, protected or not)
-    spills = seam.choose_many("host", ("spill",), protect, k - free_host) if k > free_host else []
-    if spills is None or len(disk) + len(spills) > disk.capacity:
-        return False
-    record = pages.records.__getitem__  # (each a live page: ``choose_many`` found its record)
-    spilled = list(map(record, spills))
-    copies = host.get_many(spills)
-    if any(data is None or rec.checksum is None for rec, data in zip(spilled, copies, strict=True)):
-        return False
+    if k > first:
+        spills = seam.choose_many("host", ("spill",), protect, k - first)
+        if spills is None or len(disk) + len(spills) > disk.capacity:
+            return False
+    else:
+        spills, first = [], k
+    record = tiers.pages.records.__getitem__  # (each a live page: ``choose_many`` found its record)
     moved = list(map(record, victims))
+    if spills:
+        spilled = list(map(record, spills))
+        copies = host.get_many(spills)
+        checks = [rec.checksum for rec in spilled]
+        if None in copies or None in checks:
+            return False
     try:
-        datas = [storage.data.read(rec.gpu_slot) for rec in moved]
+        datas = storage.read_many(moved)
     except Exception:  # noqa: BLE001 - a data plane that cannot give a payload: one at a time meets it there
         return False
-    held = [*victims, *spills]
-    tiers.busy.hold(held)
     try:
-        try:  # the spills' records, adjacent slots written together (all or none)
-            disk.put_many(spills, copies, [rec.checksum for rec in spilled])  # type: ignore[arg-type,misc]
-        except (CapacityError, TierError):
-            return False
-        written = spills
-        try:
-            with pipe.atomic():
-                if k < SINGLE_BELOW:
-                    fire = pipe.fire
-                    for pid in spills:
-                        fire("spill", None, pid)
-                    for pid in victims:
-                        fire("offload", None, pid)
-                        fire("offload_done", None, pid)
-                else:
-                    if spills:
-                        pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
-                    ids = np.asarray(victims, dtype=np.int64)
-                    pipe.fire_batch("offload", None, ids, distinct=True)
-                    pipe.fire_batch("offload_done", None, ids, distinct=True)
-        except BaseException:
-            for pid in written:
-                disk.remove(pid)
-            raise
-        first = k - len(spills)  # the victims before it found the host tier full
-        host.remove_many(spills)
+        if spills:
+            try:  # the spills' records, adjacent slots written together (all or none)
+                disk.put_many(spills, copies, checks)  # type: ignore[arg-type]
+            except (CapacityError, TierError):
+                return False
+        _fire(tiers.pipe, k, victims, spills, disk)
+        if spills:
+            host.remove_many(spills)
         host.put_many(victims, datas)
         for rec, data in zip(moved, datas, strict=True):
             rec.checksum = checksum(data)
-        # the policy told in the one-at-a-time order: v_1 .. v_first (the host had room), then h_i, v_i
-        told: list[PageRecord] = moved[:first]
-        for pair in zip(spilled, moved[first:], strict=True):
-            told += pair
-        tiers_now = ["host"] * first + ["disk", "host"] * len(spills)
         storage.free_slots(moved)
-        seam.moved_many(told, tiers_now)
+        if spills:
+            # the policy told in the one-at-a-time order: v_1 .. v_first (the host had room), then h_i, v_i
+            told = moved[:first]
+            for pair in zip(spilled, moved[first:], strict=True):
+                told += pair
+            seam.moved_many(told, _TOLD[0] * first + _TOLD[1] * len(spills))
+        else:
+            seam.moved_many(moved, _TOLD[0] * k)
         bytes_moved = tiers.metrics.bytes_moved
         if spills:
             bytes_moved["host->disk"] += sum(map(len, copies))  # type: ignore[arg-type]
@@ -132,4 +126,36 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
         seam.accepted("host", len(spills))
         return True
     finally:
-        tiers.release_held(held)
+        if tiers.busy.deferred:
+            tiers.release_held(())
+
+
+_TOLD = (["host"], ["disk", "host"])
+
+
+def _fire(pipe: Pipeline, k: int, victims: list[int], spills: list[int], disk: DiskTier) -> None:
+    """The room's events in one transaction: the spills, then each victim's offload and offload_done
+    (vector batches from ``SINGLE_BELOW`` victims); when it fails, the spills' disk records deleted."""
+    sp = pipe.begin()
+    try:
+        if k < SINGLE_BELOW:
+            if spills:
+                spill = pipe.firer("spill")
+                for pid in spills:
+                    spill(None, pid, None, None)
+            offload, done = pipe.firer("offload"), pipe.firer("offload_done")
+            for pid in victims:
+                offload(None, pid, None, None)
+                done(None, pid, None, None)
+        else:
+            if spills:
+                pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
+            ids = np.asarray(victims, dtype=np.int64)
+            pipe.fire_batch("offload", None, ids, distinct=True)
+            pipe.fire_batch("offload_done", None, ids, distinct=True)
+    except BaseException:
+        pipe.rollback(sp)
+        for pid in spills:
+            disk.remove(pid)
+        raise
+    pipe.commit()

@@ -18,6 +18,8 @@ from .store import PageStore
 if TYPE_CHECKING:
     from .pages import PageRecord
 
+FEW = 6  # a data plane's slots freed one by one up to this many (its ``free_many`` has a fixed cost)
+
 
 class SlotPool:
     """GPU page slots ``0..n-1`` handed out from a free list."""
@@ -108,7 +110,8 @@ class HostTier:
     def put_many(self, pids: Sequence[int], datas: Sequence[bytes]) -> None:
         """``put`` each payload (distinct pages), all or none."""
         data = self.data
-        if len(data) + sum(1 for pid in pids if pid not in data) > self.capacity:
+        if len(data) + len(pids) > self.capacity and \
+                len(data) + sum(1 for pid in pids if pid not in data) > self.capacity:
             raise CapacityError(f"host tier full ({self.capacity} pages)")
         with self._lock:
             data.update(zip(pids, datas, strict=True))
@@ -145,17 +148,23 @@ class Storage:
 
     def free_slots(self, recs: Sequence[PageRecord]) -> None:
         """``free_slot`` for each of ``recs`` (distinct pages, each on the GPU), in order: the data plane's
-        slots freed at once where it can (``free_many``), given back in that order."""
+        slots freed at once where it can (``free_many``; a few one by one), given back in that order."""
         slots = [rec.gpu_slot for rec in recs]
-        many = getattr(self.data, "free_many", None)
+        many = getattr(self.data, "free_many", None) if len(slots) > FEW else None
         if many is not None:
             many(slots)
         else:
+            free = self.data.free
             for slot in slots:
-                self.data.free(slot)
+                free(slot)
         self.slots.give_many(slots)
         for rec in recs:
             rec.gpu_slot = -1
+
+    def read_many(self, recs: Sequence[PageRecord]) -> list[bytes]:
+        """The payloads of ``recs`` (each on the GPU), in order: the data plane's ``read`` of each slot."""
+        read = self.data.read
+        return [read(rec.gpu_slot) for rec in recs]
 
     def release(self, rec: PageRecord) -> None:
         """Free the page's payload wherever it is."""
