@@ -15,6 +15,9 @@ dozen copies a recovery lands.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from .collect import Busy, Collector
 from .metrics import Metrics
 from .pages import PageDirectory, PageRecord
@@ -26,6 +29,8 @@ from .tiers import Storage
 Copy = tuple[int, int, str]  # a queued copy: page, reserved slot, source tier
 FAILED = -1  # ``fetch``'s length of a copy whose reading or writing raised
 _LANDED = {"host": "host->gpu", "disk": "disk->gpu"}  # the bytes a landed copy moved, by its source
+_INTACT, _BROKEN = {"intact": True}, {"intact": False}  # what ``verify`` measured (read, never written)
+Plans = tuple[Callable[[Any, Any, Any, Any], None], Callable[[Any, Any, Any, Any], None], Callable[[Any, Any], bool]]
 
 
 class Landing:
@@ -56,13 +61,16 @@ class Landing:
         together, the disk records of adjacent slots by one write (a page forgotten meanwhile had its
         copies deleted with it).  The first error returned (every other copy landed)."""
         error: BaseException | None = None
-        inflight, collect, land, done = self.busy.inflight, self.collector.collect, self.land, []
+        inflight, collect, done = self.busy.inflight, self.collector.collect, []
         held = self.busy.held
+        pipe = self.pipe
+        plans = pipe.firer("copy_done"), pipe.firer("verify"), pipe.proposer("land")
+        land = self.land
         if self.batched and len(job) > 1 and all(pid in held for pid, _, _ in job):  # (nothing forgotten here)
             moves: list[PageRecord] = []  # the landed pages' moves, told together (before any other notice)
             for (pid, slot, source), length in zip(job, lengths, strict=True):
                 try:
-                    land(pid, slot, source, length, moves)
+                    land(pid, slot, source, length, moves, plans)
                     done.append(pid)
                 except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
                     error = error or exc
@@ -76,7 +84,7 @@ class Landing:
             for (pid, slot, source), length in zip(job, lengths, strict=True):
                 try:
                     try:
-                        land(pid, slot, source, length)
+                        land(pid, slot, source, length, None, plans)
                         done.append(pid)
                     finally:
                         inflight.pop(pid, None)
@@ -106,18 +114,21 @@ class Landing:
         return None
 
     def land(self, pid: int, slot: int, source: str, length: int | None,
-             moves: list[PageRecord] | None = None) -> None:
+             moves: list[PageRecord] | None = None, plans: Plans | None = None) -> None:
         """The spec decides whether the copy lands (``length``: ``fetch``'s answer; ``FAILED``: reading
         or writing it raised, so the page goes to the recompute path, counted ``unreadable``); the
         page's slot freed if it does not, the policy told (the source copy is left to the caller).
         ``moves``: a landed page's move is appended there, for the caller to tell with the others (the
-        moves kept there told first when a page does not land: its ``corrupt`` tells the policy)."""
+        moves kept there told first when a page does not land: its ``corrupt`` tells the policy).
+        ``plans``: the pipeline's ``firer`` of copy_done and verify and ``proposer`` of land (the caller
+        landing many copies fetches them once)."""
         pipe, storage = self.pipe, self.storage
         rec = self.pages.get(pid)
-        pipe.fire("copy_done", None, pid)
+        copy_done, verify, land = plans or (pipe.firer("copy_done"), pipe.firer("verify"), pipe.proposer("land"))
+        copy_done(None, pid, None, None)
         reason = self._verdict(rec, slot, length)
-        pipe.fire("verify", None, pid, observed={"intact": reason is None})
-        if pipe.propose("land", None, pid):  # the spec decides, from what verify recorded
+        verify(None, pid, None, _INTACT if reason is None else _BROKEN)
+        if land(None, pid):  # the spec decides, from what verify recorded
             self.metrics.bytes_moved[_LANDED[source]] += length or 0
             if moves is None:
                 self.seam.moved(rec, "gpu")

@@ -44,9 +44,6 @@ class TierMover:
         self.batchable = all(page_local(pipe.cspec.events[name]) for name in MOVES if name in pipe.cspec.events) \
             and all(name in pipe.cspec.events for name in MOVES)  # roombatch.py: room in one go is exact
 
-    def _gen(self, pid: int) -> int:
-        return self.pipe.store.page("gen", pid)
-
     # -- GPU slots --------------------------------------------------------------------------------
     def take_slot(self, rec: PageRecord, protect: frozenset[int] | set[int]) -> int:
         """A free GPU slot for ``rec`` (the caller places it, and holds ``rec`` and ``protect``), making
@@ -272,6 +269,9 @@ class TierMover:
     # -- recompute --------------------------------------------------------------------------------
     def recompute(self, pid: int, protect: frozenset[int] | set[int] = frozenset(), *, held: bool = False) -> None:
         """Rebuild a dropped page from its tokens into a fresh slot (``held``: the caller holds ``protect``)."""
+        if held and pid in protect:  # the caller holds the page itself: nothing to hold, a move's sweep only
+            self.sweep()
+            return self._recompute(pid, protect)
         with self.holding(pid, frozenset() if held else protect):
             self._recompute(pid, protect)
 
@@ -287,7 +287,7 @@ class TierMover:
         except BaseException:
             self.storage.slots.give(slot)
             raise
-        self.storage.place(rec, slot, self._gen(pid))
+        self.storage.place(rec, slot, pipe.store.page("gen", pid))
         self.storage.data.recompute(slot, rec.depth, rec.token_ids)
         self.seam.moved(rec, "gpu")
         self.metrics.extra["recomputed_pages"] += 1
