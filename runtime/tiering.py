@@ -57,19 +57,14 @@ class TierMover:
         """Free GPU slots until ``need`` are free: the policy's victims, each offloaded (or else dropped)
         in its own complete move, never a page of ``protect``; CapacityError when no victim is left.
         ``protect`` is held for the whole of it (``held``: the caller holds it already), each victim
-        for its own move."""
+        for its own move; room made in one go needs no hold (nothing is dropped or forgotten)."""
         slots = self.storage.slots
-        if len(slots.free_slots) >= need:
-            return
+        if len(slots.free_slots) >= need or make_room_batch(self, need - len(slots.free_slots), protect):
+            return  # (all the victims in one go when nothing tells it from one at a time)
         if not held:
             self.busy.hold(protect)
         try:
-            batch = True
             while len(slots.free_slots) < need:
-                if batch:  # all the victims in one go when nothing tells it from one at a time
-                    batch = make_room_batch(self, need - len(slots.free_slots), protect)
-                    if batch:
-                        continue
                 if not self.reclaim_gpu(protect):
                     raise CapacityError(
                         f"GPU pool full: none of its {slots.slots} pages can be offloaded or dropped "
