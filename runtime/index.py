@@ -299,8 +299,7 @@ class PrefixIndex:
                   rows: np.ndarray) -> list[tuple[int, ...]]:
         """``seal`` for many sealed pages in order, their tokens also as the rows of one array."""
         self.sealed.seal_many(pids, parents, rows)
-        kept = self.kids.sealed_tokens
-        return [kept(pid, toks) for pid, toks in zip(pids, tokens, strict=True)]
+        return self.kids.sealed_tokens_many(pids, tokens)
 
     def forget(self, pid: int) -> None:
         """Drop what the index keeps of page ``pid`` beyond its entries (its row and class, its hash)."""
@@ -327,11 +326,13 @@ class PrefixIndex:
         """``add_sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order (the first page of a hash
         indexed, the later ones duplicates; the continuations filed first)."""
         self.kids.sealed_many(hashes, pids)
-        by_hash, add = self.by_hash, self.table.add
+        by_hash, keys, pages = self.by_hash, [], []
         for h, pid in zip(hashes, pids, strict=True):
             if h not in by_hash:
                 by_hash[h] = pid
-                add(h, pid)
+                keys.append(h)
+                pages.append(pid)
+        self.table.add_many(keys, pages)  # in the same order
 
     def remove_sealed(self, h: int, pid: int) -> None:
         """Drop the index entry of ``pid`` (only if it is the indexed page for ``h``)."""
@@ -383,18 +384,23 @@ class PrefixIndex:
         i = len(hit) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
-        info, stored_of = self.kids.info, self.kids.tokens
-        for pid in self.kids.starting(h, rest[0]) if rest else ():  # the first token matches
-            if not self._continues(pid, last):
-                continue
-            stored = stored_of[pid]
-            m = 1
-            top = min(len(rest), len(stored))
-            while m < top and rest[m] == stored[m]:
-                m += 1
-            m = min(m, c - 1)
-            if m > best_len or (m == best_len and best is not None and info[pid][2] < info[best][2]):
-                best, best_len = pid, m  # the longest match, the first opened of equals
+        found = self.kids.starting(h, rest[0]) if rest else None  # the pages whose first token matches
+        if found:
+            info, stored_of, cls = self.kids.info, self.kids.tokens, self.sealed.cls
+            last_cls = cls.item(last) if last >= 0 else -1
+            best_order = -1
+            for pid in found:
+                _, parent, order = info[pid]
+                if parent != last and (parent < 0 or last < 0 or cls.item(parent) != last_cls):
+                    continue  # it continues another prefix (_continues)
+                stored = stored_of[pid]
+                m = 1
+                top = min(len(rest), len(stored))
+                while m < top and rest[m] == stored[m]:
+                    m += 1
+                m = min(m, c - 1)
+                if m > best_len or (m == best_len and best is not None and order < best_order):
+                    best, best_len, best_order = pid, m, order  # the longest match, the first opened of equals
         return NominalHit(hit, best, best_len, i + best_len)
 
     def _walk(self, tokens: array[int], pages: int) -> tuple[list[int], int]:
@@ -406,18 +412,22 @@ class PrefixIndex:
                        parent class is the class of page i-1 (the root's at block 0); else the walk ends
         """
         c = self.page_size
-        digest, by_hash, sealed = chainhash.page_digest, self.by_hash, self.sealed
+        if not pages:
+            return [], ROOT_HASH
+        by_hash, sealed = self.by_hash, self.sealed
         rows, cls, pcls = sealed.rows, sealed.cls, sealed.pcls
         size = len(cls) - 1  # (a page past the rows has none: never sealed)
-        h, parent, out = ROOT_HASH, ROOT_CLASS, []
-        for i in range(pages):
-            page = tokens[i * c:(i + 1) * c]
-            key = (K * h + digest(page)) & MASK
+        request = np.frombuffer(tokens, dtype=np.uint64, count=pages * c).reshape(pages, c)
+        data, width = request.tobytes(), 8 * c
+        h, parent, out, at = ROOT_HASH, ROOT_CLASS, [], 0
+        for d in chainhash.page_digests(request).tolist():  # every page's digest at once (most walks stop early,
+            key = (K * h + d) & MASK                          # but one product costs what one page's does)
             pid = by_hash.get(key, size)
-            if pid >= size or pcls[pid] != parent or rows[pid].tobytes() != page.tobytes():
+            if pid >= size or pcls.item(pid) != parent or rows[pid].tobytes() != data[at:at + width]:
                 break
             out.append(pid)
-            h, parent = key, int(cls[pid])
+            h, parent = key, cls.item(pid)
+            at += width
         return out, h
 
     def _continues(self, pid: int, last: int) -> bool:

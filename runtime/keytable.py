@@ -71,6 +71,27 @@ class KeyTable:
             self._rebuild(self.bits + 1, [homeless])
         self.live += 1
 
+    def add_many(self, keys: list[int], pids: list[int]) -> None:
+        """``add(key, pid)`` for each of ``keys`` and ``pids``, in order: a key whose ``hi`` or ``lo`` slot
+        is free placed in line, the others (and a table due to grow) by ``add``."""
+        shift, mask = 64 - self.bits, (1 << 64) - 1
+        slot_keys, slot_pages, room = self.key_slots, self.page_slots, 2 * len(self.page_slots)
+        for key, pid in zip(keys, pids, strict=True):
+            if 5 * (self.live + 1) <= room:
+                at = key >> shift
+                if slot_pages[at] < 0:
+                    slot_keys[at], slot_pages[at] = key, pid
+                    self.live += 1
+                    continue
+                at = ((key * M) & mask) >> shift
+                if slot_pages[at] < 0:
+                    slot_keys[at], slot_pages[at] = key, pid
+                    self.live += 1
+                    continue
+            self.add(key, pid)  # (it may rebuild the table: its slots read again)
+            shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots
+            room = 2 * len(slot_pages)
+
     def _place(self, key: int, pid: int) -> tuple[int, int] | None:
         """Put ``key -> pid`` in one of its slots, moving occupants to their other slots; the entry left
         without a slot after ``MOVES`` moves (every other entry is in the table), or None."""
