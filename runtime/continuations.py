@@ -59,8 +59,10 @@ class Continuations:
         self.tokens[pid] = tokens
         if tokens:
             _put(self._first, (parent_hash, tokens[0]), pid)
+        elif (unfiled := self._unfiled).get(parent_hash) is None:  # (_put, its first case in line)
+            unfiled[parent_hash] = pid
         else:
-            _put(self._unfiled, parent_hash, pid)
+            _put(unfiled, parent_hash, pid)
 
     def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
         """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""

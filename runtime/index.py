@@ -37,7 +37,7 @@ together.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -163,7 +163,8 @@ class SealedRows:
         """``seal`` for many pages in order (``rows``: their tokens, pages x C uint64; a page's parent may
         be one sealed before it here): the rows and classes stored as arrays, each interned in turn."""
         self._ensure(max(pids))
-        self.rows[pids] = rows
+        ids = np.array(pids, dtype=np.int64)  # converted once (three fancy writes)
+        self.rows[ids] = rows
         data, width = rows.tobytes(), self.C * 8
         intern, members, key_of, cls, nxt = self._intern, self._members, self._key_of, self.cls, self._next
         got: dict[int, int] = {}  # the classes given here, by page
@@ -186,7 +187,7 @@ class SealedRows:
             classes.append(c)
             pclasses.append(pc)
         self._next = nxt
-        cls[pids], self.pcls[pids] = classes, pclasses
+        cls[ids], self.pcls[ids] = classes, pclasses
 
     def forget(self, pid: int) -> None:
         """Drop what ``pid`` kept (nothing if it was never sealed)."""
@@ -278,15 +279,12 @@ class PrefixIndex:
         self.sealed = SealedRows(page_size)
         self.table = KeyTable()  # by_hash, for many keys at once
         self.scratch = Scratch()
-
-    def add_child(self, parent_hash: int, pid: int, tokens: Sequence[int], parent: int) -> None:
-        """Make page ``pid`` (tokens still growing), whose parent is page ``parent`` (-1 at depth 0), a
-        candidate continuation of ``parent_hash``."""
-        self.kids.add(parent_hash, pid, tokens, parent)
-
-    def remove_child(self, parent_hash: int, pid: int) -> None:
-        """Forget ``pid`` as a continuation."""
-        self.kids.remove(parent_hash, pid)
+        # ``add_child(parent_hash, pid, tokens, parent)``: page ``pid`` (tokens still growing), whose parent
+        # is page ``parent`` (-1 at depth 0), a candidate continuation of ``parent_hash``; and
+        # ``remove_child(parent_hash, pid)``: ``pid`` no longer one.  The continuations' own calls (a page
+        # opened calls it: no layer that only forwards).
+        self.add_child: Callable[[int, int, Sequence[int], int], None] = self.kids.add
+        self.remove_child: Callable[[int, int], None] = self.kids.remove
 
     def seal(self, pid: int, parent: int, tokens: Sequence[int], row: np.ndarray | None = None) -> tuple[int, ...]:
         """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not; ``row``:

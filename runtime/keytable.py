@@ -72,25 +72,42 @@ class KeyTable:
         self.live += 1
 
     def add_many(self, keys: list[int], pids: list[int]) -> None:
-        """``add(key, pid)`` for each of ``keys`` and ``pids``, in order: a key whose ``hi`` or ``lo`` slot
-        is free placed in line, the others (and a table due to grow) by ``add``."""
+        """``add(key, pid)`` for each of ``keys`` and ``pids``, in order: ``_place``'s moves in line, a table
+        due to grow (or a key that finds no slot) by ``add``."""
         shift, mask = 64 - self.bits, (1 << 64) - 1
-        slot_keys, slot_pages, room = self.key_slots, self.page_slots, 2 * len(self.page_slots)
+        slot_keys, slot_pages, room, live = self.key_slots, self.page_slots, 2 * len(self.page_slots), self.live
         for key, pid in zip(keys, pids, strict=True):
-            if 5 * (self.live + 1) <= room:
+            if 5 * (live + 1) <= room:
                 at = key >> shift
                 if slot_pages[at] < 0:
                     slot_keys[at], slot_pages[at] = key, pid
-                    self.live += 1
+                    live += 1
                     continue
-                at = ((key * M) & mask) >> shift
-                if slot_pages[at] < 0:
-                    slot_keys[at], slot_pages[at] = key, pid
-                    self.live += 1
+                lo = ((key * M) & mask) >> shift
+                if slot_pages[lo] < 0:
+                    slot_keys[lo], slot_pages[lo] = key, pid
+                    live += 1
                     continue
-            self.add(key, pid)  # (it may rebuild the table: its slots read again)
+                for _ in range(MOVES):  # _place's moves: the occupant of ``at`` to its other slot, and so on
+                    key, slot_keys[at] = slot_keys[at], key
+                    pid, slot_pages[at] = slot_pages[at], pid
+                    hi = key >> shift
+                    at = ((key * M) & mask) >> shift if at == hi else hi
+                    if slot_pages[at] < 0:
+                        slot_keys[at], slot_pages[at] = key, pid
+                        break
+                else:  # homeless after MOVES moves: the table grows with it
+                    self.live = live
+                    self._rebuild(self.bits + 1, [(key, pid)])
+                    shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots
+                    room, live = 2 * len(slot_pages), self.live
+                live += 1
+                continue
+            self.live = live
+            self.add(key, pid)  # (it grows the table: its slots read again)
             shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots
-            room = 2 * len(slot_pages)
+            room, live = 2 * len(slot_pages), self.live
+        self.live = live
 
     def _place(self, key: int, pid: int) -> tuple[int, int] | None:
         """Put ``key -> pid`` in one of its slots, moving occupants to their other slots; the entry left
