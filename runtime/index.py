@@ -374,11 +374,12 @@ class PrefixIndex:
                 k = self.sealed.verified(ids, rows, self.scratch)
                 hit = ids[:k]
                 h = int(keys[k - 1]) if k else ROOT_HASH
+                if k:
+                    last = int(hit[-1])
             elif walked:
                 hit = np.array(walked, dtype=np.int64)
                 hit.flags.writeable = False  # (owned and read-only: a lease of the whole pages shares it)
-            if len(hit):
-                last = int(hit[-1])
+                last = walked[-1]
         i = len(hit) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
