@@ -227,9 +227,9 @@ class SealedRows:
         """Whether ``page``'s parent holds exactly the prefix sealed page ``parent`` holds (-1: root)."""
         return bool(self.pcls[page] == (ROOT_CLASS if parent < 0 else self.cls[parent]))
 
-    def verified(self, ids: np.ndarray, rows: np.ndarray, scratch: Scratch) -> int:
+    def verified(self, ids: np.ndarray, rows: np.ndarray, scratch: Scratch, after: int = ROOT_CLASS) -> int:
         """How many leading pages of ``ids`` (sealed pages, or -1: none) hold exactly ``rows`` (their
-        tokens) after the pages before them (the first after the root)."""
+        tokens) after the pages before them (the first after a page of class ``after``: the root's)."""
         k = len(ids)
         if not k:
             return 0
@@ -242,7 +242,7 @@ class SealedRows:
         if not k:
             return 0
         pcls = self.pcls.take(ids[:k])
-        if pcls[0] != ROOT_CLASS:
+        if pcls[0] != after:
             return 0
         if k > 1:
             linked = pcls[1:] == self.cls.take(ids[:k - 1])
@@ -357,9 +357,10 @@ class PrefixIndex:
 
         The first ``WALK_PAGES`` whole pages of a request of at most ``WALK_UP_TO`` are walked one at a
         time (``_walk``: a page's key, its indexed page, its row and chain class, stopping at the first
-        page that fails), which is all most lookups need; a longer request, or one whose walk verifies
-        them all, is keyed and verified whole by the vector pass (``chain_keys``, the key table,
-        ``SealedRows.verified``), which gives the same pages."""
+        page that fails), which is all most lookups need; a longer request is keyed and verified whole by
+        the vector pass (``chain_keys``, the key table, ``SealedRows.verified``), which gives the same
+        pages, and one whose walk verifies them all has its later pages keyed and verified so, after the
+        walk's last key and class."""
         c = self.page_size
         n = len(tokens) if limit is None else min(limit, len(tokens))
         h, last, hit = ROOT_HASH, -1, NO_PAGES
@@ -368,14 +369,21 @@ class PrefixIndex:
             toks = token_array(tokens)
             walk = min(whole, WALK_PAGES) if whole <= WALK_UP_TO else 0
             walked, h = self._walk(toks, walk)
-            if len(walked) == walk and whole > walk:
-                rows, keys = self._keys(toks, whole)
+            if len(walked) == walk and whole > walk:  # the pages after the walked ones keyed and verified at once
+                rows = np.frombuffer(toks, dtype=np.uint64, count=whole * c).reshape(whole, c)[walk:]
+                keys = chain_keys(rows, h)
                 ids = self.table.candidates(keys)
-                k = self.sealed.verified(ids, rows, self.scratch)
-                hit = ids[:k]
-                h = int(keys[k - 1]) if k else ROOT_HASH
+                after = self.sealed.cls.item(walked[-1]) if walk else ROOT_CLASS  # the class the next page follows
+                k = self.sealed.verified(ids, rows, self.scratch, after)
+                if walk:
+                    hit = np.concatenate((walked, ids[:k]))  # (an int64 array of its own)
+                    hit.flags.writeable = False
+                else:
+                    hit = ids[:k]
                 if k:
-                    last = int(hit[-1])
+                    h, last = int(keys[k - 1]), int(ids[k - 1])
+                elif walk:
+                    last = walked[-1]
             elif walked:
                 hit = np.array(walked, dtype=np.int64)
                 hit.flags.writeable = False  # (owned and read-only: a lease of the whole pages shares it)
