@@ -33,7 +33,7 @@ class Continuations:
         self.tokens: dict[int, Sequence[int]] = {}  # pid -> its tokens (the record's list while it grows)
         self._added = 0
         self._first: dict[tuple[int, int], int | dict[int, None]] = {}  # (hash, first token) -> page(s)
-        self._unfiled: dict[int, dict[int, None]] = {}  # hash -> pages with no token yet (the others: filed)
+        self._unfiled: dict[int, int | dict[int, None]] = {}  # hash -> page(s) with no token yet (the others: filed)
         self._sealed: dict[int, int | dict[int, None]] = {}  # chain hash -> page(s) sealed with it
         self._hash_of: dict[int, int] = {}  # pid -> its key in ``_sealed``
 
@@ -43,27 +43,41 @@ class Continuations:
     def add(self, parent_hash: int, pid: int, tokens: Sequence[int], parent: int) -> None:
         """Page ``pid`` (``tokens``: its token list, still growing), whose parent is page ``parent``,
         continues ``parent_hash``."""
-        old = self.info.get(pid)
-        if old is not None and old[0] == parent_hash:  # added again: keeps its place
+        info = self.info
+        old = info.get(pid)
+        if old is None:  # a page opened (most calls)
+            order = self._added
+            self._added = order + 1
+        elif old[0] == parent_hash:  # added again: keeps its place
             self._unfile(parent_hash, pid)
             order = old[2]
         else:
-            if old is not None:
-                self.remove(old[0], pid)
+            self.remove(old[0], pid)
             order = self._added
-            self._added += 1
-        self.info[pid] = (parent_hash, parent, order)
+            self._added = order + 1
+        info[pid] = (parent_hash, parent, order)
         self.tokens[pid] = tokens
         if tokens:
-            self._file(parent_hash, pid, tokens[0])
+            _put(self._first, (parent_hash, tokens[0]), pid)
+        elif (unfiled := self._unfiled).get(parent_hash) is None:  # (_put, its first case in line)
+            unfiled[parent_hash] = pid
         else:
-            self._unfiled.setdefault(parent_hash, {})[pid] = None
+            _put(unfiled, parent_hash, pid)
 
     def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
         """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""
         kept = tuple(tokens)
         if pid in self.tokens:
             self.tokens[pid] = kept
+        return kept
+
+    def sealed_tokens_many(self, pids: list[int], tokens: list[Sequence[int]]) -> list[tuple[int, ...]]:
+        """``sealed_tokens`` for each of ``pids`` and ``tokens``, in order."""
+        kept = list(map(tuple, tokens))
+        held = self.tokens
+        for pid, toks in zip(pids, kept, strict=True):
+            if pid in held:
+                held[pid] = toks
         return kept
 
     def remove(self, parent_hash: int, pid: int) -> None:
@@ -91,10 +105,8 @@ class Continuations:
 
     def _unfile(self, parent_hash: int, pid: int) -> None:
         unfiled = self._unfiled.get(parent_hash)
-        if unfiled is not None and pid in unfiled:
-            del unfiled[pid]
-            if not unfiled:
-                del self._unfiled[parent_hash]
+        if unfiled is not None and (unfiled == pid if isinstance(unfiled, int) else pid in unfiled):
+            _take(self._unfiled, parent_hash, pid)
         else:  # filed under the first token it had then, which it still has
             _take(self._first, (parent_hash, self.tokens[pid][0]), pid)
 
@@ -102,13 +114,12 @@ class Continuations:
         """The pages continuing ``parent_hash`` whose first token is ``first`` (in no particular order:
         ``info`` says which came first; ``tokens`` has their tokens)."""
         unfiled = self._unfiled.get(parent_hash)
-        if unfiled:
+        if unfiled is not None:
             tokens = self.tokens
-            for pid in [pid for pid in unfiled if tokens[pid]]:
-                del unfiled[pid]
-                self._file(parent_hash, pid, tokens[pid][0])
-            if not unfiled:
-                del self._unfiled[parent_hash]
+            for pid in [unfiled] if isinstance(unfiled, int) else list(unfiled):
+                if tokens[pid]:
+                    _take(self._unfiled, parent_hash, pid)
+                    self._file(parent_hash, pid, tokens[pid][0])
         got = self._first.get((parent_hash, first))
         return [] if got is None else [got] if isinstance(got, int) else list(got)
 
@@ -124,10 +135,19 @@ class Continuations:
         self._hash_of[pid] = h
 
     def sealed_many(self, hashes: list[int], pids: list[int]) -> None:
-        """``sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order."""
-        sealed = self.sealed
+        """``sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order (a page sealed afresh, the
+        common case, filed in line)."""
+        hash_of, buckets, sealed = self._hash_of, self._sealed, self.sealed
         for h, pid in zip(hashes, pids, strict=True):
-            sealed(h, pid)
+            if pid in hash_of:
+                sealed(h, pid)
+                continue
+            got = buckets.get(h)
+            if got is None:
+                buckets[h] = pid
+            else:
+                _put(buckets, h, pid)
+            hash_of[pid] = h
 
     def unsealed(self, pid: int) -> None:
         """Page ``pid`` is forgotten: no longer a page sealed with its hash."""

@@ -37,7 +37,7 @@ together.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -163,7 +163,8 @@ class SealedRows:
         """``seal`` for many pages in order (``rows``: their tokens, pages x C uint64; a page's parent may
         be one sealed before it here): the rows and classes stored as arrays, each interned in turn."""
         self._ensure(max(pids))
-        self.rows[pids] = rows
+        ids = np.array(pids, dtype=np.int64)  # converted once (three fancy writes)
+        self.rows[ids] = rows
         data, width = rows.tobytes(), self.C * 8
         intern, members, key_of, cls, nxt = self._intern, self._members, self._key_of, self.cls, self._next
         got: dict[int, int] = {}  # the classes given here, by page
@@ -186,7 +187,7 @@ class SealedRows:
             classes.append(c)
             pclasses.append(pc)
         self._next = nxt
-        cls[pids], self.pcls[pids] = classes, pclasses
+        cls[ids], self.pcls[ids] = classes, pclasses
 
     def forget(self, pid: int) -> None:
         """Drop what ``pid`` kept (nothing if it was never sealed)."""
@@ -226,9 +227,9 @@ class SealedRows:
         """Whether ``page``'s parent holds exactly the prefix sealed page ``parent`` holds (-1: root)."""
         return bool(self.pcls[page] == (ROOT_CLASS if parent < 0 else self.cls[parent]))
 
-    def verified(self, ids: np.ndarray, rows: np.ndarray, scratch: Scratch) -> int:
+    def verified(self, ids: np.ndarray, rows: np.ndarray, scratch: Scratch, after: int = ROOT_CLASS) -> int:
         """How many leading pages of ``ids`` (sealed pages, or -1: none) hold exactly ``rows`` (their
-        tokens) after the pages before them (the first after the root)."""
+        tokens) after the pages before them (the first after a page of class ``after``: the root's)."""
         k = len(ids)
         if not k:
             return 0
@@ -241,7 +242,7 @@ class SealedRows:
         if not k:
             return 0
         pcls = self.pcls.take(ids[:k])
-        if pcls[0] != ROOT_CLASS:
+        if pcls[0] != after:
             return 0
         if k > 1:
             linked = pcls[1:] == self.cls.take(ids[:k - 1])
@@ -278,15 +279,12 @@ class PrefixIndex:
         self.sealed = SealedRows(page_size)
         self.table = KeyTable()  # by_hash, for many keys at once
         self.scratch = Scratch()
-
-    def add_child(self, parent_hash: int, pid: int, tokens: Sequence[int], parent: int) -> None:
-        """Make page ``pid`` (tokens still growing), whose parent is page ``parent`` (-1 at depth 0), a
-        candidate continuation of ``parent_hash``."""
-        self.kids.add(parent_hash, pid, tokens, parent)
-
-    def remove_child(self, parent_hash: int, pid: int) -> None:
-        """Forget ``pid`` as a continuation."""
-        self.kids.remove(parent_hash, pid)
+        # ``add_child(parent_hash, pid, tokens, parent)``: page ``pid`` (tokens still growing), whose parent
+        # is page ``parent`` (-1 at depth 0), a candidate continuation of ``parent_hash``; and
+        # ``remove_child(parent_hash, pid)``: ``pid`` no longer one.  The continuations' own calls (a page
+        # opened calls it: no layer that only forwards).
+        self.add_child: Callable[[int, int, Sequence[int], int], None] = self.kids.add
+        self.remove_child: Callable[[int, int], None] = self.kids.remove
 
     def seal(self, pid: int, parent: int, tokens: Sequence[int], row: np.ndarray | None = None) -> tuple[int, ...]:
         """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not; ``row``:
@@ -299,8 +297,7 @@ class PrefixIndex:
                   rows: np.ndarray) -> list[tuple[int, ...]]:
         """``seal`` for many sealed pages in order, their tokens also as the rows of one array."""
         self.sealed.seal_many(pids, parents, rows)
-        kept = self.kids.sealed_tokens
-        return [kept(pid, toks) for pid, toks in zip(pids, tokens, strict=True)]
+        return self.kids.sealed_tokens_many(pids, tokens)
 
     def forget(self, pid: int) -> None:
         """Drop what the index keeps of page ``pid`` beyond its entries (its row and class, its hash)."""
@@ -327,11 +324,13 @@ class PrefixIndex:
         """``add_sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order (the first page of a hash
         indexed, the later ones duplicates; the continuations filed first)."""
         self.kids.sealed_many(hashes, pids)
-        by_hash, add = self.by_hash, self.table.add
+        by_hash, keys, pages = self.by_hash, [], []
         for h, pid in zip(hashes, pids, strict=True):
             if h not in by_hash:
                 by_hash[h] = pid
-                add(h, pid)
+                keys.append(h)
+                pages.append(pid)
+        self.table.add_many(keys, pages)  # in the same order
 
     def remove_sealed(self, h: int, pid: int) -> None:
         """Drop the index entry of ``pid`` (only if it is the indexed page for ``h``)."""
@@ -358,9 +357,10 @@ class PrefixIndex:
 
         The first ``WALK_PAGES`` whole pages of a request of at most ``WALK_UP_TO`` are walked one at a
         time (``_walk``: a page's key, its indexed page, its row and chain class, stopping at the first
-        page that fails), which is all most lookups need; a longer request, or one whose walk verifies
-        them all, is keyed and verified whole by the vector pass (``chain_keys``, the key table,
-        ``SealedRows.verified``), which gives the same pages."""
+        page that fails), which is all most lookups need; a longer request is keyed and verified whole by
+        the vector pass (``chain_keys``, the key table, ``SealedRows.verified``), which gives the same
+        pages, and one whose walk verifies them all has its later pages keyed and verified so, after the
+        walk's last key and class."""
         c = self.page_size
         n = len(tokens) if limit is None else min(limit, len(tokens))
         h, last, hit = ROOT_HASH, -1, NO_PAGES
@@ -369,32 +369,45 @@ class PrefixIndex:
             toks = token_array(tokens)
             walk = min(whole, WALK_PAGES) if whole <= WALK_UP_TO else 0
             walked, h = self._walk(toks, walk)
-            if len(walked) == walk and whole > walk:
-                rows, keys = self._keys(toks, whole)
+            if len(walked) == walk and whole > walk:  # the pages after the walked ones keyed and verified at once
+                rows = np.frombuffer(toks, dtype=np.uint64, count=whole * c).reshape(whole, c)[walk:]
+                keys = chain_keys(rows, h)
                 ids = self.table.candidates(keys)
-                k = self.sealed.verified(ids, rows, self.scratch)
-                hit = ids[:k]
-                h = int(keys[k - 1]) if k else ROOT_HASH
+                after = self.sealed.cls.item(walked[-1]) if walk else ROOT_CLASS  # the class the next page follows
+                k = self.sealed.verified(ids, rows, self.scratch, after)
+                if walk:
+                    hit = np.concatenate((walked, ids[:k]))  # (an int64 array of its own)
+                    hit.flags.writeable = False
+                else:
+                    hit = ids[:k]
+                if k:
+                    h, last = int(keys[k - 1]), int(ids[k - 1])
+                elif walk:
+                    last = walked[-1]
             elif walked:
                 hit = np.array(walked, dtype=np.int64)
                 hit.flags.writeable = False  # (owned and read-only: a lease of the whole pages shares it)
-            if len(hit):
-                last = int(hit[-1])
+                last = walked[-1]
         i = len(hit) * c
         best, best_len = None, 0
         rest = tokens[i:min(n, i + c)]
-        info, stored_of = self.kids.info, self.kids.tokens
-        for pid in self.kids.starting(h, rest[0]) if rest else ():  # the first token matches
-            if not self._continues(pid, last):
-                continue
-            stored = stored_of[pid]
-            m = 1
-            top = min(len(rest), len(stored))
-            while m < top and rest[m] == stored[m]:
-                m += 1
-            m = min(m, c - 1)
-            if m > best_len or (m == best_len and best is not None and info[pid][2] < info[best][2]):
-                best, best_len = pid, m  # the longest match, the first opened of equals
+        found = self.kids.starting(h, rest[0]) if rest else None  # the pages whose first token matches
+        if found:
+            info, stored_of, cls = self.kids.info, self.kids.tokens, self.sealed.cls
+            last_cls = cls.item(last) if last >= 0 else -1
+            best_order = -1
+            for pid in found:
+                _, parent, order = info[pid]
+                if parent != last and (parent < 0 or last < 0 or cls.item(parent) != last_cls):
+                    continue  # it continues another prefix (_continues)
+                stored = stored_of[pid]
+                m = 1
+                top = min(len(rest), len(stored))
+                while m < top and rest[m] == stored[m]:
+                    m += 1
+                m = min(m, c - 1)
+                if m > best_len or (m == best_len and best is not None and order < best_order):
+                    best, best_len, best_order = pid, m, order  # the longest match, the first opened of equals
         return NominalHit(hit, best, best_len, i + best_len)
 
     def _walk(self, tokens: array[int], pages: int) -> tuple[list[int], int]:
@@ -406,18 +419,22 @@ class PrefixIndex:
                        parent class is the class of page i-1 (the root's at block 0); else the walk ends
         """
         c = self.page_size
-        digest, by_hash, sealed = chainhash.page_digest, self.by_hash, self.sealed
+        if not pages:
+            return [], ROOT_HASH
+        by_hash, sealed = self.by_hash, self.sealed
         rows, cls, pcls = sealed.rows, sealed.cls, sealed.pcls
         size = len(cls) - 1  # (a page past the rows has none: never sealed)
-        h, parent, out = ROOT_HASH, ROOT_CLASS, []
-        for i in range(pages):
-            page = tokens[i * c:(i + 1) * c]
-            key = (K * h + digest(page)) & MASK
+        request = np.frombuffer(tokens, dtype=np.uint64, count=pages * c).reshape(pages, c)
+        data, width = request.tobytes(), 8 * c
+        h, parent, out, at = ROOT_HASH, ROOT_CLASS, [], 0
+        for d in chainhash.page_digests(request).tolist():  # every page's digest at once (most walks stop early,
+            key = (K * h + d) & MASK                          # but one product costs what one page's does)
             pid = by_hash.get(key, size)
-            if pid >= size or pcls[pid] != parent or rows[pid].tobytes() != page.tobytes():
+            if pid >= size or pcls.item(pid) != parent or rows[pid].tobytes() != data[at:at + width]:
                 break
             out.append(pid)
-            h, parent = key, int(cls[pid])
+            h, parent = key, cls.item(pid)
+            at += width
         return out, h
 
     def _continues(self, pid: int, last: int) -> bool:

@@ -71,6 +71,44 @@ class KeyTable:
             self._rebuild(self.bits + 1, [homeless])
         self.live += 1
 
+    def add_many(self, keys: list[int], pids: list[int]) -> None:
+        """``add(key, pid)`` for each of ``keys`` and ``pids``, in order: ``_place``'s moves in line, a table
+        due to grow (or a key that finds no slot) by ``add``."""
+        shift, mask = 64 - self.bits, (1 << 64) - 1
+        slot_keys, slot_pages, room, live = self.key_slots, self.page_slots, 2 * len(self.page_slots), self.live
+        for key, pid in zip(keys, pids, strict=True):
+            if 5 * (live + 1) <= room:
+                at = key >> shift
+                if slot_pages[at] < 0:
+                    slot_keys[at], slot_pages[at] = key, pid
+                    live += 1
+                    continue
+                lo = ((key * M) & mask) >> shift
+                if slot_pages[lo] < 0:
+                    slot_keys[lo], slot_pages[lo] = key, pid
+                    live += 1
+                    continue
+                for _ in range(MOVES):  # _place's moves: the occupant of ``at`` to its other slot, and so on
+                    key, slot_keys[at] = slot_keys[at], key
+                    pid, slot_pages[at] = slot_pages[at], pid
+                    hi = key >> shift
+                    at = ((key * M) & mask) >> shift if at == hi else hi
+                    if slot_pages[at] < 0:
+                        slot_keys[at], slot_pages[at] = key, pid
+                        break
+                else:  # homeless after MOVES moves: the table grows with it
+                    self.live = live
+                    self._rebuild(self.bits + 1, [(key, pid)])
+                    shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots
+                    room, live = 2 * len(slot_pages), self.live
+                live += 1
+                continue
+            self.live = live
+            self.add(key, pid)  # (it grows the table: its slots read again)
+            shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots
+            room, live = 2 * len(slot_pages), self.live
+        self.live = live
+
     def _place(self, key: int, pid: int) -> tuple[int, int] | None:
         """Put ``key -> pid`` in one of its slots, moving occupants to their other slots; the entry left
         without a slot after ``MOVES`` moves (every other entry is in the table), or None."""

@@ -51,11 +51,13 @@ class LeaseBook:
         ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
         ids = frozen(full)  # one read-only copy: the lease's rows and the Lease share it
-        both = bool(len(ids)) and tail is not None  # one batch alone is all or nothing already
-        with pipe.atomic() if both else nullcontext():
+        if tail is None:  # one batch alone is all or nothing already (a lookup's lease)
             if len(ids):
                 pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
-            if tail is not None:
+        else:
+            with pipe.atomic() if len(ids) else nullcontext():
+                if len(ids):
+                    pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
                 pipe.fire("acquire_tail", reader.rid, tail)
         gens = self.store.vecs[GEN][ids]
         gens.flags.writeable = False  # a fresh array, now the Lease's own

@@ -226,7 +226,7 @@ class Lookups:
         pages = hit.pages
         recovery = self.cspec.lookup.recovery
         fast = self.config.fast
-        names, arrays = dict(self._names), self.store.arrays
+        names, arrays = self._names, self.store.arrays  # (each generated loop sets ``p`` before it reads it)
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
         chosen: list[tuple[int, str, int, str]] = []  # (block, object, page, path): sorted as assignments are
         in_place = 0
@@ -252,15 +252,11 @@ class Lookups:
         assignments = [Assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
         page_level = tuple(a for a in assignments if a.obj not in owned) if owned else tuple(assignments)
         state_level = tuple(a for a in assignments if a.obj in owned) if owned else ()
-        recompute, prefetch, compress = set(), set(), set()
-        for p, _, pid, path in chosen:
-            if path == "recompute":
-                recompute.add(p)
-            elif path == "prefetch":
-                prefetch.add(pid)
-            elif path == "compress":
-                compress.add(pid)
-        rtokens = sum(min((p + 1) * self.C, target) - p * self.C for p in recompute)
+        recompute = {p for p, _, _, path in chosen if path == "recompute"}
+        prefetch = {pid for _, _, pid, path in chosen if path == "prefetch"}
+        compress = {pid for _, _, pid, path in chosen if path == "compress"}
+        c = self.C
+        rtokens = sum(min((p + 1) * c, target) - p * c for p in recompute)
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
         return RecoveryPlan(hit.tokens, eff, target, pages, page_level, in_place, rtokens,
                             len(prefetch) * page_bytes, len(prefetch), len(compress), missing,

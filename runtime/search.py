@@ -112,6 +112,7 @@ class HitSearch:
         self._bounded = [(k, lo, hi) for k, lo, hi in items if hi < BIG]
         self._max_hi = max((hi for _, _, hi in self._bounded), default=0)
         self._needed: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
+        self._spans_kept: dict[tuple[int, int], tuple[tuple[int, tuple[tuple[int, int], ...]], ...]] = {}
 
     # -- needed -----------------------------------------------------------------------------------
     def needed(self, k: int, p: int, pos: int, direct: bool = False) -> bool:
@@ -184,10 +185,15 @@ class HitSearch:
         top = self._last_page(len(masks), pos) + 1
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
         n = len(ready)
+        spans = self._spans_kept.get((top, pos))
+        if spans is None:  # every object's spans at (top, pos), kept: most lookups of a workload ask few
+            if len(self._spans_kept) >= NEEDED_KEPT:
+                self._spans_kept.clear()
+            spans = self._spans_kept[(top, pos)] = tuple(
+                (1 << k, tuple(self._spans(k, top, pos))) for k in range(len(self.objects)))
         out = []
-        for k in range(len(self.objects)):
-            bit = 1 << k
-            for a, b in self._spans(k, top, pos):
+        for k, (bit, ranges) in enumerate(spans):
+            for a, b in ranges:
                 if b > n or not reduce(and_, ready[a:b], bit) & bit:
                     out.append(k)
                     break
