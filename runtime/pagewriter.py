@@ -139,8 +139,10 @@ class PageWriter:
         block = reader.block
         fill = start % c
         i = 0
+        touched: list[PageRecord] = linked  # the pages the write touches, in block order
         if fill:  # the partial page the write continues
             rec = self.pages.records[block[-1]]
+            touched = [rec]
             i = min(c - fill, n)
             seals = fill + i == c
             chain(rid, rec.pid, False, i - seals, seals)
@@ -149,8 +151,8 @@ class PageWriter:
                 sealed.append(rec)
                 if slide and start + i == last_seal:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
-            pending.append((rec, fill, tokens[:i], kinds[:i] if kinds else None))
         if i == n:
+            pending.append((touched, fill, tokens, kinds or None))
             return
         opens = -(-(n - i) // c)  # the pages the write opens, each from its first token
         fresh = self.open_run(reader, opens, hashes, fill > 0, opened) if self.bulk else None
@@ -176,9 +178,9 @@ class PageWriter:
                 sealed.append(rec)
                 if slide and start + end == last_seal:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
-            pending.append((rec, 0, tokens[i:end], kinds[i:end] if kinds else None))
             i = end
         self.tips.point(rid, rec)
+        pending.append((touched + linked if fill else linked, fill, tokens, kinds or None))
 
     def _one(self, reader: ReaderRecord, opened: list[PageRecord]) -> PageRecord:
         rec = self.record(reader)  # the page's record alone, as it opens (``bulk`` off)

@@ -3,12 +3,17 @@ data plane, the tokens to the records, the sealed pages into the index and their
 
 ::
 
-    pending     (record, fill, tokens, kinds) for each page the write touched, in block order
+    pending     (records, fill, tokens, kinds) for each write of the transaction: the pages it touched
+                in block order, the first one's fill before it, the tokens and their kinds
     policy      the fresh pages inserted and held, one tick, every page accessed
     bytes       one data-plane call over all the tokens (a run of positions)
     records     a page written whole keeps its tokens as the tuple a sealed page holds
     sealed      rows of tokens and chain classes stored as arrays, hashes indexed, then compress,
                 index and admit proposed (batches over them)
+
+A write's pages are one run of positions, each the block after the one before (C = 4)::
+
+    fill 2, 7 tokens:   [ 4 5 | t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ]      page j takes tokens[at_j : at_j + C - fill_j]
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from .pages import PageDirectory, PageRecord
 from .seam import PolicySeam
 from .tiers import Storage
 
-Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
+Pending = tuple[list[PageRecord], int, Sequence[int], list[str | None] | None]
 
 
 class WrittenPages:
@@ -45,108 +50,96 @@ class WrittenPages:
         and of every write (one tick), the bytes to the data plane, the tokens to the records (a page
         written whole keeps them as the tuple a sealed page holds), then the pages it sealed hashed
         into the index (their rows of tokens one array) and their morphology proposed
-        (``sealed_many``).  One pass over ``pending`` finds the fresh pages, the sealed ones, their
-        rows and whether the pages are one run of positions (``write_data``)."""
-        if not pending:
-            self.seam.writing([])
-            self.seam.written([], [])
-            return
-        seam, c = self.seam, self.C
+        (``sealed_many``)."""
+        seam = self.seam
         fresh: list[PageRecord] = []
         pids: list[int] = []
+        for recs, fill, _, _ in pending:
+            for rec in recs[1:] if fill else recs:
+                if not rec.token_ids:
+                    fresh.append(rec)
+            pids += map(_PID, recs)
+        seam.writing(fresh)
+        for write in pending:
+            self.write_data(*write[:3])
         sealed: list[PageRecord] = []
         rows: list[Any] | None = []  # the sealed pages' tokens, while every one is a uint64 array
-        first = pending[0][0]
-        depth, run = first.depth, True  # each page the block after the one before, from its first token
-        for rec, fill, _, _ in pending:
-            pids.append(rec.pid)
-            if fill == 0 and not rec.token_ids:
-                fresh.append(rec)
-            if run and (rec.depth != depth or fill and rec is not first):
-                run = False
-            depth += 1
-        seam.writing(fresh)
-        self.write_data(pending, run)
-        for rec, fill, toks, kinds in pending:
-            if fill == 0 and len(toks) == c:  # the whole page: sealed, its tokens the tuple it keeps
-                rec.token_ids = tuple(toks)
-                rec.tokens = c
-            else:
-                rec.tokens = rec.extend(toks)
-            if kinds is not None and any(kinds):
-                rec.types = rec.types | {k for k in kinds if k}
-            if rec.tokens == c:
-                sealed.append(rec)
-                if rows is not None:
-                    if fill == 0 and toks.__class__ is array and toks.typecode == "Q":  # type: ignore[attr-defined]
-                        rows.append(toks)
-                    elif fill:
-                        rows.append(array("Q", rec.token_ids))
-                    else:
-                        rows = None
+        for write in pending:
+            rows = self._took(*write, sealed, rows)
         seam.written(fresh, pids if len(pids) == len(set(pids)) else list(dict.fromkeys(pids)))
         if sealed:
             self.sealed_many(sealed, None if rows is None else
-                             np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), c))
+                             np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), self.C))
 
-    def write_data(self, pending: list[Pending], run: bool | None = None) -> None:
-        """The bytes of every run of ``pending`` to the data plane: one call over all their tokens when
-        the store takes many at once, else one call per page.  Pages that follow one another in one
-        write (``run``: each the block after the one before, from its first token; found here when
-        None) are one run of positions, written by the store's ``write_run`` when it has one::
+    def _took(self, recs: list[PageRecord], fill: int, tokens: Sequence[int], kinds: list[str | None] | None,
+              sealed: list[PageRecord], rows: list[Any] | None) -> list[Any] | None:
+        """One write's pages take its tokens (a page written whole its tuple), in block order; those it
+        sealed go to ``sealed``, their tokens to ``rows`` (None once one is not a uint64 array)."""
+        c, n = self.C, len(tokens)
+        packed = tokens.__class__ is array and tokens.typecode == "Q"  # type: ignore[attr-defined]
+        at = 0
+        for rec in recs:
+            end = min(at + c - fill, n)
+            if fill == 0 and end - at == c:  # the whole page: sealed, its tokens the tuple it keeps
+                toks = tokens[at:end]
+                rec.token_ids = tuple(toks)
+                rec.tokens = c
+                sealed.append(rec)
+                if rows is not None:
+                    if packed:
+                        rows.append(toks)
+                    else:
+                        rows = None
+            else:
+                rec.tokens = rec.extend(tokens[at:end])
+                if rec.tokens == c:
+                    sealed.append(rec)
+                    if rows is not None:
+                        rows.append(array("Q", rec.token_ids))
+            if kinds is not None:
+                part = kinds[at:end]
+                if any(part):
+                    rec.types = rec.types | {k for k in part if k}
+            at, fill = end, 0
+        return rows
+
+    def write_data(self, recs: list[PageRecord], fill: int, tokens: Sequence[int]) -> None:
+        """The bytes of one write to the data plane: ``tokens`` from offset ``fill`` of the first of
+        ``recs`` on, each page the block after the one before (one run of positions).  A single page
+        by ``write_tokens``; many by the store's ``write_run`` (16 tokens or more), else its
+        ``write_tokens_many`` (32 or more), else page by page::
 
             depth 3, fill 2, C = 4:   [ . . t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ]      positions 14 .. 20
             block = position // C - 3 (the slot of each page), offset = position % C
         """
-        data = self.storage.data
-        if len(pending) > 1:
-            first, fill0, _, _ = pending[0]
-            if run is None:
-                run = all(rec.depth == first.depth + i and (fill == 0 or not i)
-                          for i, (rec, fill, _, _) in enumerate(pending))
-            chunks = [toks for _, _, toks, _ in pending]
-            many = getattr(data, "write_tokens_many", None)
-            whole: Any = None  # every chunk's tokens as one uint64 array, when each is one already
-            if all(toks.__class__ is array and toks.typecode == "Q" for toks in chunks):  # type: ignore[attr-defined]
-                whole = b"".join(chunks)  # type: ignore[arg-type]
-            total = sum(map(len, chunks))
+        data, n = self.storage.data, len(tokens)
+        if len(recs) > 1 and n >= 16:
+            flat: np.ndarray | None = None
+            if tokens.__class__ is array and tokens.typecode == "Q":  # type: ignore[attr-defined]
+                flat = np.frombuffer(tokens, dtype=np.uint64)  # type: ignore[arg-type]
+            else:
+                try:
+                    flat = np.array(tokens, dtype=np.uint64)
+                except OverflowError:
+                    pass
+            first = recs[0]
             write_run = getattr(data, "write_run", None)
-            if run and write_run is not None and whole is not None and total >= 16:  # (fewer: page by page)
-                write_run([rec.gpu_slot for rec, _, _, _ in pending], first.depth, fill0,
-                          np.frombuffer(whole, dtype=np.uint64))
+            if flat is not None and write_run is not None:
+                write_run([rec.gpu_slot for rec in recs], first.depth, fill, flat)
                 return
-            if many is not None and total >= 32:
-                toks_all: np.ndarray | None = None
-                if whole is not None:
-                    toks_all = np.frombuffer(whole, dtype=np.uint64)
-                else:
-                    try:
-                        toks_all = np.concatenate([np.array(toks, dtype=np.uint64) for toks in chunks])
-                    except OverflowError:
-                        pass
-                if toks_all is not None:
-                    self._write_many(many, pending, chunks, toks_all, total, run)
-                    return
-        write = data.write_tokens
-        for rec, fill, toks, _ in pending:
-            write(rec.gpu_slot, rec.depth, fill, toks)
-
-    def _write_many(self, many: Any, pending: list[Pending], chunks: list[Sequence[int]], toks_all: np.ndarray,
-                    total: int, run: bool) -> None:
-        """``write_data`` through ``write_tokens_many``: (slot, block, offset, token) of every token."""
-        c, (first, fill0, _, _) = self.C, pending[0]
-        slots = np.fromiter((rec.gpu_slot for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-        if run:
-            pos = np.arange(first.depth * c + fill0, first.depth * c + fill0 + total, dtype=np.int64)
-            depths = pos // c
-            many(slots[depths - first.depth], depths, pos - depths * c, toks_all)
-            return
-        counts = np.fromiter((len(toks) for toks in chunks), dtype=np.int64, count=len(pending))
-        ends = np.cumsum(counts)
-        within = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
-        fills = np.fromiter((fill for _, fill, _, _ in pending), dtype=np.int64, count=len(pending))
-        depths = np.fromiter((rec.depth for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-        many(np.repeat(slots, counts), np.repeat(depths, counts), np.repeat(fills, counts) + within, toks_all)
+            many = getattr(data, "write_tokens_many", None)
+            if flat is not None and many is not None and n >= 32:
+                c = self.C
+                slots = np.fromiter((rec.gpu_slot for rec in recs), dtype=np.int64, count=len(recs))
+                pos = np.arange(first.depth * c + fill, first.depth * c + fill + n, dtype=np.int64)
+                depths = pos // c
+                many(slots[depths - first.depth], depths, pos - depths * c, flat)
+                return
+        write, c, at = data.write_tokens, self.C, 0
+        for rec in recs:
+            end = min(at + c - fill, n)
+            write(rec.gpu_slot, rec.depth, fill, tokens if len(recs) == 1 else tokens[at:end])
+            at, fill = end, 0
 
     def sealed_many(self, recs: list[PageRecord], rows: np.ndarray | None = None) -> None:
         """Pages that took their last token (committed): their hashes into the index, then their
