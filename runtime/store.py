@@ -147,15 +147,19 @@ class MemoryPageStore:
         """
         n, c = len(tokens), self.page_size
         base = depth * c + offset
-        pos = np.arange(base, base + n, dtype=np.uint64)
-        entries = (tokens & _LOW) | ((pos * _MIX + tokens) << _HIGH)
-        self.used[slots] = True
+        entries = np.arange(base, base + n, dtype=np.uint64)  # positions, then their entries in place
+        entries *= _MIX
+        entries += tokens
+        entries <<= _HIGH
+        entries |= tokens & _LOW
+        at = np.array(slots, dtype=np.intp)  # (an index array: a list is converted at each use)
+        self.used[at] = True
         if offset == 0 and n == len(slots) * c:  # whole pages
-            self.entries[slots] = entries.reshape(len(slots), c)
+            self.entries[at] = entries.reshape(len(slots), c)
             return
-        rows = self.entries[slots]
+        rows = self.entries[at]
         rows.reshape(-1)[offset:offset + n] = entries
-        self.entries[slots] = rows
+        self.entries[at] = rows
 
     def compress(self, slot: int) -> None:
         """Mark the slot's compressed entry as built (no tensors in this store)."""

@@ -73,35 +73,51 @@ class WrittenPages:
 
     def _took(self, recs: list[PageRecord], fill: int, tokens: Sequence[int], kinds: list[str | None] | None,
               sealed: list[PageRecord], rows: list[Any] | None) -> list[Any] | None:
-        """One write's pages take its tokens (a page written whole its tuple), in block order; those it
-        sealed go to ``sealed``, their tokens to ``rows`` (None once one is not a uint64 array)."""
+        """One write's pages take its tokens, in block order: the partial page it continues, the pages it
+        wrote whole (each its tuple, cut from one list of the tokens), the page it left filling.  Those
+        it sealed go to ``sealed``, their tokens to ``rows`` (the whole pages' as one slice; None once
+        one is not a uint64 array)."""
         c, n = self.C, len(tokens)
-        packed = tokens.__class__ is array and tokens.typecode == "Q"  # type: ignore[attr-defined]
-        at = 0
+        at, rest = 0, recs
+        if fill:
+            first, rest = recs[0], recs[1:]
+            at = min(c - fill, n)
+            first.tokens = first.extend(tokens[:at])
+            if first.tokens == c:
+                sealed.append(first)
+                if rows is not None:
+                    rows.append(array("Q", first.token_ids))
+        whole = (n - at) // c
+        if whole:
+            part = tokens[at:at + whole * c]
+            packed = part.__class__ is array and part.typecode == "Q"  # type: ignore[attr-defined]
+            ids = part.tolist() if packed else list(part)  # type: ignore[attr-defined]
+            done = rest[:whole]
+            pages = zip(*[iter(ids)] * c, strict=True)  # C tokens at a time: the tuple a sealed page keeps
+            for rec, toks in zip(done, pages, strict=True):
+                rec.token_ids = toks
+                rec.tokens = c
+            sealed += done
+            if rows is not None and packed:
+                rows.append(part)
+            else:
+                rows = None
+        if at + whole * c < n:  # the page it leaves filling
+            last = rest[whole]
+            last.tokens = last.extend(tokens[at + whole * c:])
+        if kinds is not None:
+            self._typed(recs, fill, kinds)
+        return rows
+
+    def _typed(self, recs: list[PageRecord], fill: int, kinds: list[str | None]) -> None:
+        """Each page's types joined by the kinds of the tokens it took."""
+        c, n, at = self.C, len(kinds), 0
         for rec in recs:
             end = min(at + c - fill, n)
-            if fill == 0 and end - at == c:  # the whole page: sealed, its tokens the tuple it keeps
-                toks = tokens[at:end]
-                rec.token_ids = tuple(toks)
-                rec.tokens = c
-                sealed.append(rec)
-                if rows is not None:
-                    if packed:
-                        rows.append(toks)
-                    else:
-                        rows = None
-            else:
-                rec.tokens = rec.extend(tokens[at:end])
-                if rec.tokens == c:
-                    sealed.append(rec)
-                    if rows is not None:
-                        rows.append(array("Q", rec.token_ids))
-            if kinds is not None:
-                part = kinds[at:end]
-                if any(part):
-                    rec.types = rec.types | {k for k in part if k}
+            part = kinds[at:end]
+            if any(part):
+                rec.types = rec.types | {k for k in part if k}
             at, fill = end, 0
-        return rows
 
     def write_data(self, recs: list[PageRecord], fill: int, tokens: Sequence[int]) -> None:
         """The bytes of one write to the data plane: ``tokens`` from offset ``fill`` of the first of

@@ -8,6 +8,7 @@ bulk writes conform."""
 from __future__ import annotations
 
 import random
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from test_runtime_poolbatch import big_writes, policy_state
 from test_runtime_roombatch import Twins, drive
 
 from morphcache.runtime import CacheManager, RuntimeConfig
+from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, run_keys
 from morphcache.runtime.index import SealedRows
 from morphcache.runtime.pages import MetaColumns, PageRecord
 from morphcache.runtime.policy import PageMeta
@@ -138,6 +140,24 @@ def test_a_run_written_at_once_is_written_page_by_page(seed: int) -> None:
             at, fill = at + step, 0
         run.write_run(slots, depth, offset, np.array(tokens, dtype=np.uint64))
         assert (one.buf == run.buf).all() and (one.used == run.used).all()
+
+
+def test_a_writes_keys_are_its_pages_chain_hashes() -> None:
+    """``run_keys`` (page by page in Python ints below four pages, one vector pass from four) gives each
+    page the hash ``chain_hash`` gives it, a partial page's first tokens ahead of the write's."""
+    rng = random.Random(6)
+    c = 4
+    for _ in range(60):
+        count, fill = rng.randrange(0, 7), rng.randrange(c)
+        root = rng.choice([ROOT_HASH, rng.getrandbits(64)])
+        head = [rng.randrange(1 << 64) for _ in range(fill)]
+        tokens = [rng.randrange(1 << 64) for _ in range(count * c - fill + rng.randrange(c))]
+        flat, want, h = head + tokens, [], root
+        for k in range(count):
+            h = chain_hash(h, flat[k * c:(k + 1) * c])
+            want.append(h)
+        assert run_keys(root, head, tokens, count, c) == want
+        assert run_keys(root, head, array("Q", tokens), count, c) == want
 
 
 def _twins(tmp_path: Path, **overrides: object) -> tuple[list[CacheManager], Twins]:
