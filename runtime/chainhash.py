@@ -27,6 +27,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import mul
 
 import numpy as np
 
@@ -125,10 +126,10 @@ def run_keys(root: int, head: Sequence[int], tokens: Sequence[int], count: int, 
     tokens ``head`` (a partial page's first ones) then ``tokens`` (a write's, as many as they take): one
     vector pass (``chain_keys``) over many pages, else ``chain_hash`` page by page (the same values)."""
     used = count * c - len(head)
-    if count < 4:
-        out, flat = [], list(head) + list(tokens[:used])
+    if count < 4:  # a few pages: each digest a sum of Python ints (what the dot product gives, mod 2**64)
+        out, flat, w = [], list(head) + list(tokens[:used]), _weights(c)[0]
         for k in range(count):
-            root = chain_hash(root, flat[k * c:(k + 1) * c])
+            root = (K * root + sum(map(mul, flat[k * c:(k + 1) * c], w))) & MASK
             out.append(root)
         return out
     part = tokens[:used]

@@ -126,10 +126,15 @@ class PageRecord(LivePageMeta):
             if pid >= size:
                 cols.ensure(pid)
                 size = len(cols.uses)
-        at = np.fromiter(pids, dtype=np.int64, count=len(pids))
-        cols.last_use[at] = 0
-        cols.uses[at] = 0
-        cols.holders[at] = 0
+        if len(pids) < 8:  # a few: page by page (an array's fixed cost would dominate)
+            last_use, uses, holders = cols.last_use, cols.uses, cols.holders
+            for pid in pids:
+                last_use[pid] = uses[pid] = holders[pid] = 0
+        else:
+            at = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            cols.last_use[at] = 0
+            cols.uses[at] = 0
+            cols.holders[at] = 0
         new = cls.__new__
         out = []
         for pid, parent_hash in zip(pids, parent_hashes, strict=True):

@@ -123,8 +123,9 @@ class PageWriter:
         each page's events one chain (``Pipeline.chain``); the sealed pages' hashes, and with them the
         records and slots of every page the write opens, made first (``open_run``); the records, slots,
         block table, continuations, hashes and tip it takes undone by one action."""
-        c, rid = self.C, reader.rid
-        i, n, pos = 0, len(tokens), start
+        c, rid, n = self.C, reader.rid, len(tokens)
+        if not n:
+            return
         last_seal = (start + n) // c * c  # the frontier the write's last seal reaches
         slide = self.config.auto_slide and last_seal > start
         if slide:
@@ -134,36 +135,52 @@ class PageWriter:
         sealed: list[PageRecord] = []
         self.undo(lambda: self._unwrite(rid, reader.block, opened, linked, sealed))
         hashes = self.write_hashes(reader, start, tokens)
-        opens = len(range(-(-start // c) * c, start + n, c))  # the page boundaries the write crosses
-        fresh = iter(self.open_run(reader, opens, hashes, start % c > 0, opened) if opens and self.bulk else ())
         chain = self.pipe.chain("open", "append", "seal")  # a page's open?, appends, seal? (chainplan.py)
-        records, block, add_child = self.pages.records, reader.block, self.index.add_child
-        while i < n:
-            fill = pos % c
-            step = min(c - fill, n - i)
-            seals = fill + step == c
-            if fill == 0:
-                rec = next(fresh, None) or self._one(reader, opened)
-                if rec.gpu_slot < 0:  # too few free slots for the whole run: taken page by page
-                    self.storage.place(rec, self.storage.slots.take(rec.pid), 0)
-                chain(rid, rec.pid, True, step - seals, seals)
-                block.append(rec.pid)
-                linked.append(rec)
-                add_child(rec.parent_hash, rec.pid, rec.token_ids, rec.parent)
-            else:
-                rec = records[block[-1]]
-                chain(rid, rec.pid, False, step - seals, seals)
-            chunk = tokens[i:i + step]
+        block = reader.block
+        fill = start % c
+        i = 0
+        touched: list[PageRecord] = linked  # the pages the write touches, in block order
+        if fill:  # the partial page the write continues
+            rec = self.pages.records[block[-1]]
+            touched = [rec]
+            i = min(c - fill, n)
+            seals = fill + i == c
+            chain(rid, rec.pid, False, i - seals, seals)
             if seals:  # sealed: the chain hash the next page's open needs
-                rec.hash = hashes[len(sealed)]
+                rec.hash = hashes[0]
                 sealed.append(rec)
-                if slide and pos + step == last_seal:  # windows W tokens behind the frontier it reached
+                if slide and start + i == last_seal:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
-            pending.append((rec, fill, chunk, kinds[i:i + step] if kinds else None))
-            i += step
-            pos += step
-        if linked:
-            self.tips.point(rid, linked[-1])
+        if i == n:
+            pending.append((touched, fill, tokens, kinds or None))
+            return
+        opens = -(-(n - i) // c)  # the pages the write opens, each from its first token
+        fresh = self.open_run(reader, opens, hashes, fill > 0, opened) if self.bulk else None
+        add_child, take = self.index.add_child, self.storage.slots.take
+        j = len(sealed)
+        for k in range(opens):
+            rec = fresh[k] if fresh is not None else self._one(reader, opened)
+            if rec.gpu_slot < 0:  # too few free slots for the whole run: taken page by page
+                self.storage.place(rec, take(rec.pid), 0)
+            end = i + c
+            seals = end <= n
+            if seals:
+                chain(rid, rec.pid, True, c - 1, True)
+            else:
+                end = n
+                chain(rid, rec.pid, True, n - i, False)
+            block.append(rec.pid)
+            linked.append(rec)
+            add_child(rec.parent_hash, rec.pid, rec.token_ids, rec.parent)
+            if seals:  # sealed: the chain hash the next page's open needs
+                rec.hash = hashes[j]
+                j += 1
+                sealed.append(rec)
+                if slide and start + end == last_seal:  # windows W tokens behind the frontier it reached
+                    self.morph.auto_slide(reader)
+            i = end
+        self.tips.point(rid, rec)
+        pending.append((touched + linked if fill else linked, fill, tokens, kinds or None))
 
     def _one(self, reader: ReaderRecord, opened: list[PageRecord]) -> PageRecord:
         rec = self.record(reader)  # the page's record alone, as it opens (``bulk`` off)

@@ -28,7 +28,7 @@ import numpy as np
 
 from .batch import VectorFiring
 from .batchplan import BatchPlanner
-from .chainplan import ChainPlan, build_chain
+from .chainplan import ChainPlan, Tally, build_chain
 from .compiler import OBS, CompiledEvent, CompiledSpec
 from .domains import LIVE_PAGES, READER_PAGES
 from .errors import ConfigError, DomainError, GuardRefused, IntegrityError
@@ -69,7 +69,7 @@ class Pipeline:
         self.strict = strict
         self.fast = fast and backend == "table"
         self.describe = describe or (lambda rid: "no reader" if rid is None else f"reader #{rid}")
-        self.fired: Counter[str] = Counter()
+        self.fired = Tally()  # firings by event (a plain dict's item writes: the plans count every one)
         self._fired_marks: list[int] = []  # where each open transaction's firings start in fired_log
         # events fired inside transactions (undone on rollback): a name a firing, (name, k) for k at once
         self.fired_log: list[str | tuple[str, int]] | None = None

@@ -74,7 +74,8 @@ class PageStore(Protocol):
 
     # optional: write_tokens_many(slots, depths, offsets, tokens), one token into each of many slots
     # (numpy int64 arrays); the runtime calls write_tokens per slot when a store lacks it.  Optional
-    # too: free_many(slots), ``free`` of each of many slots (a list); else ``free`` per slot
+    # too: free_many(slots), ``free`` of each of many slots (a list); else ``free`` per slot; and
+    # write_run(slots, depth, offset, tokens), a run of tokens over pages that follow one another
 
     def free(self, slot: int) -> None:
         """The slot no longer holds a page."""
@@ -135,6 +136,30 @@ class MemoryPageStore:
         # both little-endian words of each entry in one 64-bit write: low = token, high = position mix
         # (the shift drops the mix's high word)
         self.entries[slots, offsets] = (tok & _LOW) | ((pos * _MIX + tok) << _HIGH)
+
+    def write_run(self, slots: list[int], depth: int, offset: int, tokens: np.ndarray) -> None:
+        """A run of ``tokens`` (uint64) over pages that follow one another: from offset ``offset`` of the
+        page at block ``depth`` in ``slots[0]``, on through the page at block ``depth + i`` in
+        ``slots[i]`` (the payload ``token_payload`` gives, column-wise, the pages' rows read and
+        written back once)::
+
+            C = 4, depth 3, offset 2:   slots[0] [ . . t0 t1 ]  slots[1] [ t2 t3 t4 t5 ]  slots[2] [ t6 . . . ]
+        """
+        n, c = len(tokens), self.page_size
+        base = depth * c + offset
+        entries = np.arange(base, base + n, dtype=np.uint64)  # positions, then their entries in place
+        entries *= _MIX
+        entries += tokens
+        entries <<= _HIGH
+        entries |= tokens & _LOW
+        at = np.array(slots, dtype=np.intp)  # (an index array: a list is converted at each use)
+        self.used[at] = True
+        if offset == 0 and n == len(slots) * c:  # whole pages
+            self.entries[at] = entries.reshape(len(slots), c)
+            return
+        rows = self.entries[at]
+        rows.reshape(-1)[offset:offset + n] = entries
+        self.entries[at] = rows
 
     def compress(self, slot: int) -> None:
         """Mark the slot's compressed entry as built (no tensors in this store)."""

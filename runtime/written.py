@@ -3,12 +3,17 @@ data plane, the tokens to the records, the sealed pages into the index and their
 
 ::
 
-    pending     (record, fill, tokens, kinds) for each page the write touched, in block order
+    pending     (records, fill, tokens, kinds) for each write of the transaction: the pages it touched
+                in block order, the first one's fill before it, the tokens and their kinds
     policy      the fresh pages inserted and held, one tick, every page accessed
     bytes       one data-plane call over all the tokens (a run of positions)
     records     a page written whole keeps its tokens as the tuple a sealed page holds
     sealed      rows of tokens and chain classes stored as arrays, hashes indexed, then compress,
                 index and admit proposed (batches over them)
+
+A write's pages are one run of positions, each the block after the one before (C = 4)::
+
+    fill 2, 7 tokens:   [ 4 5 | t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ]      page j takes tokens[at_j : at_j + C - fill_j]
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from .pages import PageDirectory, PageRecord
 from .seam import PolicySeam
 from .tiers import Storage
 
-Pending = tuple[PageRecord, int, Sequence[int], list[str | None] | None]
+Pending = tuple[list[PageRecord], int, Sequence[int], list[str | None] | None]
 
 
 class WrittenPages:
@@ -46,75 +51,111 @@ class WrittenPages:
         written whole keeps them as the tuple a sealed page holds), then the pages it sealed hashed
         into the index (their rows of tokens one array) and their morphology proposed
         (``sealed_many``)."""
-        seam, c = self.seam, self.C
-        fresh = [rec for rec, fill, _, _ in pending if fill == 0 and not rec.token_ids]
+        seam = self.seam
+        fresh: list[PageRecord] = []
+        pids: list[int] = []
+        for recs, fill, _, _ in pending:
+            for rec in recs[1:] if fill else recs:
+                if not rec.token_ids:
+                    fresh.append(rec)
+            pids += map(_PID, recs)
         seam.writing(fresh)
-        self.write_data(pending)
+        for write in pending:
+            self.write_data(*write[:3])
         sealed: list[PageRecord] = []
         rows: list[Any] | None = []  # the sealed pages' tokens, while every one is a uint64 array
-        for rec, fill, toks, kinds in pending:
-            if fill == 0 and len(toks) == c:  # the whole page: sealed, its tokens the tuple it keeps
-                rec.token_ids = tuple(toks)
-                rec.tokens = c
-            else:
-                rec.tokens = rec.extend(toks)
-            if kinds is not None and any(kinds):
-                rec.types = rec.types | {k for k in kinds if k}
-            if rec.tokens == c:
-                sealed.append(rec)
-                if rows is not None:
-                    if fill == 0 and toks.__class__ is array and toks.typecode == "Q":  # type: ignore[attr-defined]
-                        rows.append(toks)
-                    elif fill:
-                        rows.append(array("Q", rec.token_ids))
-                    else:
-                        rows = None
-        seam.written(fresh, list(dict.fromkeys(rec.pid for rec, _, _, _ in pending)))
+        for write in pending:
+            rows = self._took(*write, sealed, rows)
+        seam.written(fresh, pids if len(pids) == len(set(pids)) else list(dict.fromkeys(pids)))
         if sealed:
             self.sealed_many(sealed, None if rows is None else
-                             np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), c))
+                             np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), self.C))
 
-    def write_data(self, pending: list[Pending]) -> None:
-        """The bytes of every run of ``pending`` to the data plane: one call over all their tokens when
-        the store takes many (slot, block, offset, token) at once, else one call per page.  Pages that
-        follow one another in one write (each the block after the one before, from its first token)
-        are one run of positions::
+    def _took(self, recs: list[PageRecord], fill: int, tokens: Sequence[int], kinds: list[str | None] | None,
+              sealed: list[PageRecord], rows: list[Any] | None) -> list[Any] | None:
+        """One write's pages take its tokens, in block order: the partial page it continues, the pages it
+        wrote whole (each its tuple, cut from one list of the tokens), the page it left filling.  Those
+        it sealed go to ``sealed``, their tokens to ``rows`` (the whole pages' as one slice; None once
+        one is not a uint64 array)."""
+        c, n = self.C, len(tokens)
+        at, rest = 0, recs
+        if fill:
+            first, rest = recs[0], recs[1:]
+            at = min(c - fill, n)
+            first.tokens = first.extend(tokens[:at])
+            if first.tokens == c:
+                sealed.append(first)
+                if rows is not None:
+                    rows.append(array("Q", first.token_ids))
+        whole = (n - at) // c
+        if whole:
+            part = tokens[at:at + whole * c]
+            packed = part.__class__ is array and part.typecode == "Q"  # type: ignore[attr-defined]
+            ids = part.tolist() if packed else list(part)  # type: ignore[attr-defined]
+            done = rest[:whole]
+            pages = zip(*[iter(ids)] * c, strict=True)  # C tokens at a time: the tuple a sealed page keeps
+            for rec, toks in zip(done, pages, strict=True):
+                rec.token_ids = toks
+                rec.tokens = c
+            sealed += done
+            if rows is not None and packed:
+                rows.append(part)
+            else:
+                rows = None
+        if at + whole * c < n:  # the page it leaves filling
+            last = rest[whole]
+            last.tokens = last.extend(tokens[at + whole * c:])
+        if kinds is not None:
+            self._typed(recs, fill, kinds)
+        return rows
+
+    def _typed(self, recs: list[PageRecord], fill: int, kinds: list[str | None]) -> None:
+        """Each page's types joined by the kinds of the tokens it took."""
+        c, n, at = self.C, len(kinds), 0
+        for rec in recs:
+            end = min(at + c - fill, n)
+            part = kinds[at:end]
+            if any(part):
+                rec.types = rec.types | {k for k in part if k}
+            at, fill = end, 0
+
+    def write_data(self, recs: list[PageRecord], fill: int, tokens: Sequence[int]) -> None:
+        """The bytes of one write to the data plane: ``tokens`` from offset ``fill`` of the first of
+        ``recs`` on, each page the block after the one before (one run of positions).  A single page
+        by ``write_tokens``; many by the store's ``write_run`` (16 tokens or more), else its
+        ``write_tokens_many`` (32 or more), else page by page::
 
             depth 3, fill 2, C = 4:   [ . . t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ]      positions 14 .. 20
             block = position // C - 3 (the slot of each page), offset = position % C
         """
-        many = getattr(self.storage.data, "write_tokens_many", None)
-        total = sum(len(toks) for _, _, toks, _ in pending)
-        if many is not None and len(pending) > 1 and total >= 32:
-            chunks = [toks for _, _, toks, _ in pending]
-            toks_all: np.ndarray | None = None
-            if all(toks.__class__ is array and toks.typecode == "Q" for toks in chunks):  # type: ignore[attr-defined]
-                toks_all = np.frombuffer(b"".join(chunks), dtype=np.uint64)  # type: ignore[arg-type]
+        data, n = self.storage.data, len(tokens)
+        if len(recs) > 1 and n >= 16:
+            flat: np.ndarray | None = None
+            if tokens.__class__ is array and tokens.typecode == "Q":  # type: ignore[attr-defined]
+                flat = np.frombuffer(tokens, dtype=np.uint64)  # type: ignore[arg-type]
             else:
                 try:
-                    toks_all = np.concatenate([np.array(toks, dtype=np.uint64) for toks in chunks])
+                    flat = np.array(tokens, dtype=np.uint64)
                 except OverflowError:
                     pass
-            if toks_all is not None:
-                c, (first, fill0, _, _) = self.C, pending[0]
-                run = all(rec.depth == first.depth + i and (fill == 0 or not i)
-                          for i, (rec, fill, _, _) in enumerate(pending))
-                slots = np.fromiter((rec.gpu_slot for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-                if run:
-                    pos = np.arange(first.depth * c + fill0, first.depth * c + fill0 + total, dtype=np.int64)
-                    depths = pos // c
-                    many(slots[depths - first.depth], depths, pos - depths * c, toks_all)
-                    return
-                counts = np.fromiter((len(toks) for toks in chunks), dtype=np.int64, count=len(pending))
-                ends = np.cumsum(counts)
-                within = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
-                fills = np.fromiter((fill for _, fill, _, _ in pending), dtype=np.int64, count=len(pending))
-                depths = np.fromiter((rec.depth for rec, _, _, _ in pending), dtype=np.int64, count=len(pending))
-                many(np.repeat(slots, counts), np.repeat(depths, counts), np.repeat(fills, counts) + within, toks_all)
+            first = recs[0]
+            write_run = getattr(data, "write_run", None)
+            if flat is not None and write_run is not None:
+                write_run([rec.gpu_slot for rec in recs], first.depth, fill, flat)
                 return
-        write = self.storage.data.write_tokens
-        for rec, fill, toks, _ in pending:
-            write(rec.gpu_slot, rec.depth, fill, toks)
+            many = getattr(data, "write_tokens_many", None)
+            if flat is not None and many is not None and n >= 32:
+                c = self.C
+                slots = np.fromiter((rec.gpu_slot for rec in recs), dtype=np.int64, count=len(recs))
+                pos = np.arange(first.depth * c + fill, first.depth * c + fill + n, dtype=np.int64)
+                depths = pos // c
+                many(slots[depths - first.depth], depths, pos - depths * c, flat)
+                return
+        write, c, at = data.write_tokens, self.C, 0
+        for rec in recs:
+            end = min(at + c - fill, n)
+            write(rec.gpu_slot, rec.depth, fill, tokens if len(recs) == 1 else tokens[at:end])
+            at, fill = end, 0
 
     def sealed_many(self, recs: list[PageRecord], rows: np.ndarray | None = None) -> None:
         """Pages that took their last token (committed): their hashes into the index, then their

@@ -1,5 +1,6 @@
 """The page writer's bulk work against the plain one: a record made for an opened page equals the one
-the keyword constructor makes; sealed rows stored as one array equal rows stored one by one; and the
+the keyword constructor makes; sealed rows stored as one array equal rows stored one by one; a run of
+tokens written to the data plane at once equals it written page by page; and the
 same random workloads on two managers, one writing page by page (``PageWriter.bulk`` off), give the
 same answers and refusals and leave identical state, the policy's included; the recorded steps of
 bulk writes conform."""
@@ -7,6 +8,7 @@ bulk writes conform."""
 from __future__ import annotations
 
 import random
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +19,12 @@ from test_runtime_poolbatch import big_writes, policy_state
 from test_runtime_roombatch import Twins, drive
 
 from morphcache.runtime import CacheManager, RuntimeConfig
+from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, run_keys
 from morphcache.runtime.index import SealedRows
 from morphcache.runtime.pages import MetaColumns, PageRecord
 from morphcache.runtime.policy import PageMeta
 from morphcache.runtime.state import StateStore
+from morphcache.runtime.store import MemoryPageStore
 
 
 def _slots(cls: type) -> list[str]:
@@ -113,6 +117,47 @@ def test_sealed_rows_in_one_array_are_rows_one_by_one(seed: int) -> None:
         assert (one.rows == many.rows).all() and (one.cls == many.cls).all() and (one.pcls == many.pcls).all()
         assert one._intern == many._intern and one._members == many._members  # noqa: SLF001 - the model's own
         assert one.problems({}) == many.problems({})
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_a_run_written_at_once_is_written_page_by_page(seed: int) -> None:
+    """``MemoryPageStore.write_run`` (a write's pages in one call) leaves the bytes ``write_tokens`` page
+    by page leaves, from any offset, over pages already holding tokens."""
+    rng = random.Random(seed)
+    c = 4
+    one, run = MemoryPageStore(24, c), MemoryPageStore(24, c)
+    for _ in range(40):
+        count = rng.randrange(1, 6)
+        slots = rng.sample(range(24), count)
+        depth, offset = rng.randrange(9), rng.randrange(c)
+        n = rng.randrange((count - 1) * c - offset + 1, count * c - offset + 1) if count > 1 else \
+            rng.randrange(1, c - offset + 1)
+        tokens = [rng.randrange(1 << 64) for _ in range(n)]
+        at, fill = 0, offset
+        for i, slot in enumerate(slots):
+            step = min(c - fill, n - at)
+            one.write_tokens(slot, depth + i, fill, tokens[at:at + step])
+            at, fill = at + step, 0
+        run.write_run(slots, depth, offset, np.array(tokens, dtype=np.uint64))
+        assert (one.buf == run.buf).all() and (one.used == run.used).all()
+
+
+def test_a_writes_keys_are_its_pages_chain_hashes() -> None:
+    """``run_keys`` (page by page in Python ints below four pages, one vector pass from four) gives each
+    page the hash ``chain_hash`` gives it, a partial page's first tokens ahead of the write's."""
+    rng = random.Random(6)
+    c = 4
+    for _ in range(60):
+        count, fill = rng.randrange(0, 7), rng.randrange(c)
+        root = rng.choice([ROOT_HASH, rng.getrandbits(64)])
+        head = [rng.randrange(1 << 64) for _ in range(fill)]
+        tokens = [rng.randrange(1 << 64) for _ in range(count * c - fill + rng.randrange(c))]
+        flat, want, h = head + tokens, [], root
+        for k in range(count):
+            h = chain_hash(h, flat[k * c:(k + 1) * c])
+            want.append(h)
+        assert run_keys(root, head, tokens, count, c) == want
+        assert run_keys(root, head, array("Q", tokens), count, c) == want
 
 
 def _twins(tmp_path: Path, **overrides: object) -> tuple[list[CacheManager], Twins]:
