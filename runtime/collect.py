@@ -26,7 +26,7 @@ from .pipeline import Pipeline
 from .seam import PolicySeam
 from .tiers import Storage
 
-FIRE_FROM = 32  # fewer planned forgets: fired one at a time (a batch costs ~90 us + 0.6 us a page, one ~3.2 us)
+FIRE_FROM = 40  # fewer planned forgets: fired one at a time (a batch costs ~90-120 us up to 64 pages, one ~3 us)
 
 
 class Busy:
