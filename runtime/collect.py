@@ -26,7 +26,7 @@ from .pipeline import Pipeline
 from .seam import PolicySeam
 from .tiers import Storage
 
-FIRE_FROM = 64  # fewer planned forgets: fired one at a time (a batch costs ~110 us + 1-2 us a page, one ~4.5 us)
+FIRE_FROM = 40  # fewer planned forgets: fired one at a time (a batch costs ~90-120 us up to 64 pages, one ~3 us)
 
 
 class Busy:
@@ -143,16 +143,21 @@ class Collector:
         try:
             together = len(plan) >= FIRE_FROM and self._fire_together(plan)
             stop = len(pids)
-            fire, remove, free_page = self.pipe.firer("forget"), self.pages.remove, self.store.free_page
-            for at, pid in enumerate(plan):
-                if not together:
+            remove, free_page = self.pages.remove, self.store.free_page
+            if together:
+                for pid in plan:
+                    gone.append(remove(pid))
+                    free_page(pid)
+            else:
+                fire = self.pipe.firer("forget")
+                for at, pid in enumerate(plan):
                     try:
                         fire(None, pid, None, None)
                     except GuardRefused:
                         stop = owner[at]  # its walk ends here, as one at a time
                         break
-                gone.append(remove(pid))
-                free_page(pid)
+                    gone.append(remove(pid))
+                    free_page(pid)
             self.busy.deferred.update(pid for j, pid in deferred if j < stop)
             if stop < len(pids):
                 self._in_turn(pids, keeps, stop + 1, gone)
@@ -173,7 +178,8 @@ class Collector:
         """The walks of ``collect_in_turn`` with every ``forget`` assumed to pass and nothing changed:
         the pages to forget in order, the victim whose walk reaches each, and the held pages the walks
         stop at that a hold keeps (with their victim: deferred once the walks before it are done)."""
-        records, held, is_held = self.pages.records, self.busy.held, self._held
+        records, held, inflight = self.pages.records, self.busy.held, self.busy.inflight
+        pool, pin, pooled, holders = self.store.cols[POOL], self.store.cols[PIN], self._pooled, self._holders
         plan: list[int] = []
         owner: list[int] = []
         deferred: list[tuple[int, int]] = []
@@ -184,9 +190,14 @@ class Collector:
             later.add(keep)
             while pid >= 0 and pid not in later:
                 rec = records.get(pid)
-                if rec is None or pid in lost and lost[pid] < 0:
+                if rec is None:
                     break
-                if is_held(rec, pid, lost.get(pid, 0)):
+                gone = lost.get(pid, 0)
+                if gone < 0:
+                    break
+                if rec.children > gone or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled \
+                        or pin[pid] or (holders.get(pid) is not None if holders is not None
+                                        else self.store.readers_at((BLOCK,), pid)):  # ``_held`` inlined
                     if pid in held:
                         deferred.append((j, pid))
                     break

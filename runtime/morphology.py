@@ -33,6 +33,9 @@ from .tiers import Storage
 SLIDE_BATCH_FROM = 256  # live windows behind from which ``auto_slide`` tries a batch first (its guard's
 # reduction over readers costs a batch about 1 ms at 100 pages, twice what proposing each page costs)
 MAINTAIN = ("begin_compress", "finish_compress", "build_index")  # a sealed page's first proposals, in turn
+PROPOSE_BATCHES = 4  # proposals of fewer pages than this many times the pipeline's ``VECTOR_FROM`` (64): each
+# alone (~1-3 us a page; a batch decided firing by firing by the vector backend, the pool's count stepped by
+# the outcomes, costs ~50-100 us up to 64 pages)
 
 
 class Morphology:
@@ -166,7 +169,7 @@ class Morphology:
         them independent, else each alone, seeing the ones before); returns those that fired (``missed``:
         those that did not)."""
         pipe = self.pipe
-        if len(pids) >= pipeline.VECTOR_FROM:
+        if len(pids) >= PROPOSE_BATCHES * pipeline.VECTOR_FROM:
             fired = pipe.fire_batch(event, None, np.fromiter(pids, dtype=np.int64, count=len(pids)), atomic=False,
                                     distinct=True)
             if fired.all():

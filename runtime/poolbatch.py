@@ -15,8 +15,9 @@ In one go, when nothing can tell the two apart::
 Why nothing tells them apart (each condition checked here, else the caller goes one at a time):
 
 - the victims: the policy's proposals have no side effect and each of the first k is one ``choose``
-  would accept (no refusal to count); one at a time, a page admitted goes to the back of the pool, so
-  the first k proposals are the k victims one at a time would choose;
+  would accept (no refusal to count: the spec's guard of each is checked by the batch's ``evict``,
+  refused as a whole where ``choose`` would refuse one); one at a time, a page admitted goes to the
+  back of the pool, so the first k proposals are the k victims one at a time would choose;
 - the events (checked on the compiled spec): ``evict`` and ``admit`` read only their own page's
   state, except conjuncts that read only page aggregates of the pool variable, and write only their
   own page; ``forget`` (the collection) writes only its own page, never the pool variable.  An
@@ -55,7 +56,7 @@ from .errors import GuardRefused
 if TYPE_CHECKING:
     from .morphology import Morphology
 
-BATCH_FROM = 4  # fewer pages than this: one at a time (the batch's checks cost about one admission)
+BATCH_FROM = 1  # fewer pages than this: one at a time (the batch's checks cost about one admission)
 EVENTS = ("evict", "admit", "forget")
 
 
@@ -127,28 +128,35 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     pipe, seam, store = morph.pipe, morph.seam, morph.store
     pooled = morph.pooled
     holders = morph.block_holders
-    if any(pid in pooled for pid in pids) or len(set(pids)) != k or \
-            not all(holders.get(pid) is not None if holders is not None else store.readers_at((BLOCK,), pid)
-                    for pid in pids):
+    protect = set(pids)
+    if len(protect) != k or not pooled.keys().isdisjoint(protect) or \
+            (None in map(holders.get, pids) if holders is not None
+             else not all(store.readers_at((BLOCK,), pid) for pid in pids)):
         return 0
     if not full and pipe.propose("admit", None, pids[0]):
         return 1
-    victims = seam.choose_many("pool", ("evict",), set(pids), k)
+    victims = seam.choose_many("pool", ("evict",), protect, k, guarded=False)  # the batch's guard decides
     if victims is None:
         return 0
-    refused = {name: pipe.refused[name] for name in ("evict", "admit") if name in pipe.refused}
+    refused = pipe.refused
+    before = refused.get("evict"), refused.get("admit")
     morph.quiet = True
+    sp = pipe.begin()
     try:
-        with pipe.atomic():
-            pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
-            pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)
+        pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
+        pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)
+        pipe.commit()
     except GuardRefused:
-        for name in ("evict", "admit"):  # one at a time meets the refusal and counts it there
-            if name in refused:
-                pipe.refused[name] = refused[name]
+        pipe.rollback(sp)
+        for name, count in zip(("evict", "admit"), before, strict=True):  # one at a time meets the refusal
+            if count is None:                                              # and counts it there
+                refused.pop(name, None)
             else:
-                pipe.refused.pop(name, None)
+                refused[name] = count
         return 0
+    except BaseException:
+        pipe.rollback(sp)
+        raise
     finally:
         morph.quiet = False
     morph.note_moved(victims, pids)  # each victim was pooled and each page not (checked above)

@@ -165,11 +165,13 @@ class PolicySeam:
 
     # -- decisions --------------------------------------------------------------------------------
     def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
-                    k: int) -> list[int] | None:
+                    k: int, guarded: bool = True) -> list[int] | None:
         """The ``k`` first proposals for ``decision`` when ``choose`` would accept each of them in turn
         and the policy's proposals have no side effect (``pure_proposals``); None otherwise (then
         nothing was counted or reported: the caller chooses one at a time).  The caller counts them
-        with ``accepted`` once it moved them."""
+        with ``accepted`` once it moved them.  ``guarded`` off: the spec's guard of ``events`` is left
+        to the caller (it fires them as one batch that the guard refuses as a whole where ``choose``
+        would refuse one, and then chooses one at a time)."""
         if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
         out = self.policy.propose_first(decision, k)
@@ -183,6 +185,8 @@ class PolicySeam:
                 return None
         elif any(rec.tier != decision for rec in recs):  # type: ignore[union-attr]
             return None
+        if not guarded:
+            return out
         allowed, first, rest = self.pipe.allowed, events[0], events[1:]
         for pid in out:
             if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):

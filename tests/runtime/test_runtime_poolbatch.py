@@ -14,7 +14,7 @@ from rt_helpers import small_config, spec_variant, toks
 from test_runtime_conformance import INSTANCE, check_all
 from test_runtime_roombatch import Twins, drive, long_writes
 
-from morphcache.runtime import CacheManager, RuntimeConfig
+from morphcache.runtime import CacheManager, Ready, RuntimeConfig
 from morphcache.runtime import morphology as morphology_module
 from morphcache.runtime.poolbatch import exact_in_one_go
 
@@ -143,3 +143,32 @@ def test_shape_the_batch_needs(tmp_path: Path) -> None:
     assert not other.parts.morph.batchable
     for mm in (m, other):
         mm.close()
+
+
+@pytest.mark.parametrize("pages", [1, 3, 20])
+def test_a_pinned_victim_leaves_it_to_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    pages: int) -> None:
+    """A pooled page a lease pins first among the policy's proposals: the batch's ``evict`` refuses it
+    (the victims are not checked against the spec before), nothing is kept and one at a time skips it
+    (its refusal counted and reported to the policy), with the same outcome as never batching."""
+    done = counting(monkeypatch)
+    ms, twin = twins(tmp_path, gpu_pages=80, host_pages=8, pool_capacity=24)
+    one = toks(5000, 4)
+    twin.do(lambda m, _: m.register("a", one))  # one page, pooled
+    twin.do(lambda m, _: m.free("a"))
+    leases = [m.lookup([*one, 1], owner="reader") for m in ms]  # pinned (and touched: last in the pool)
+    twin.do(lambda m, _: m.register("old", toks(6000, 4 * 23)))  # 23 pages after it: the pool full
+    assert policy_state(ms[0]) == policy_state(ms[1])
+    twin.do(lambda m, _: m.register("new", toks(9000, 4 * pages)))  # the pinned page proposed first
+    assert policy_state(ms[0]) == policy_state(ms[1])
+    assert ms[0].metrics().policy_refusals > 0, "the pinned page was never proposed"
+    assert not done, "a batch past a pinned victim"
+    for m, got in zip(ms, leases, strict=True):
+        assert isinstance(got, Ready)
+        m.release(got.lease)
+    twin.do(lambda m, _: m.register("more", toks(20_000, 4 * 20)))  # unpinned: in one go again
+    assert policy_state(ms[0]) == policy_state(ms[1])
+    assert done, "no admission was made in one go"
+    for m in ms:
+        m.check_integrity()
+        m.close()
