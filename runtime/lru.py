@@ -44,6 +44,7 @@ class LRUPolicy(EvictionPolicy):
     name = "lru"
     pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
     few = 4096  # buffered touches up to this many are filed in Python (more: with numpy, a long backlog)
+    eager = 64  # a batch of touches up to this many moves its pages at once when nothing is buffered
 
     def __init__(self) -> None:
         self.order: dict[str, dict[int, None]] = {  # each queue a dict in order (re-inserting moves a page last)
@@ -69,6 +70,8 @@ class LRUPolicy(EvictionPolicy):
         # subclass overrides one of the notices it stands for
         self.merges_writes = all(getattr(type(self), name) is getattr(LRUPolicy, name) for name in
                                  ("on_insert", "on_holders_many", "on_access", "on_access_many", "on_written"))
+        self.reads_updates = any(getattr(type(self), name) is not getattr(LRUPolicy, name) for name in
+                                 ("on_update", "on_update_many"))
 
     @staticmethod
     def _queue(meta: PageMeta) -> str | None:
@@ -95,28 +98,70 @@ class LRUPolicy(EvictionPolicy):
                 setattr(self, name, col)
 
     def _touch_one(self, page: int, pool: bool) -> None:
+        """Stamp a touch of ``page`` (in its tier queue, or ``pool``: in the pool, a pooled page) and
+        move it there at once when nothing is buffered for those queues, else buffer it."""
         self.clock = clock = self.clock + 1
         if pool:
             self.pool_stamp_cells[page] = clock
+            if not self.pool_touched:
+                queue = self.order["pool"]
+                queue.pop(page, None)
+                queue[page] = None
+                return
             self.pool_touched.append(page)
         else:
             self.stamp_cells[page] = clock
+            if not self.touched:
+                new, old = self.code_bytes[page], self.filed_bytes[page]
+                if old:
+                    del self.queues[old][page]
+                if new:
+                    self.queues[new][page] = None
+                if old != new:
+                    self.filed_bytes[page] = new
+                return
             self.touched.append(page)
         held = self.held
         held[pool] += 1
         if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
             self._compact()
 
-    def _touch_many(self, pages: np.ndarray, pool: bool) -> None:
+    def _touch_many(self, pages: list[int] | np.ndarray, pool: bool) -> None:
+        """``_touch_one`` for each of ``pages`` (distinct), in order: a few moved at once in Python when
+        nothing is buffered for those queues, else stamped in one vector write and buffered."""
         n = len(pages)
-        if n:
-            (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
-            self.clock += n
-            (self.pool_touched if pool else self.touched).extend(pages.tolist())
-            held = self.held
-            held[pool] += n
-            if held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
-                self._compact()
+        if not n:
+            return
+        if n <= self.eager and not (self.pool_touched if pool else self.touched):
+            clock = self.clock
+            if pool:
+                cells, queue = self.pool_stamp_cells, self.order["pool"]
+                for page in (pages if isinstance(pages, list) else pages.tolist()):
+                    clock += 1
+                    cells[page] = clock
+                    queue.pop(page, None)
+                    queue[page] = None
+            else:
+                cells, code, filed, queues = self.stamp_cells, self.code_bytes, self.filed_bytes, self.queues
+                for page in (pages if isinstance(pages, list) else pages.tolist()):
+                    clock += 1
+                    cells[page] = clock
+                    new, old = code[page], filed[page]
+                    if old:
+                        del queues[old][page]
+                    if new:
+                        queues[new][page] = None
+                    if old != new:
+                        filed[page] = new
+            self.clock = clock
+            return
+        (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
+        self.clock += n
+        (self.pool_touched if pool else self.touched).extend(pages if isinstance(pages, list) else pages.tolist())
+        held = self.held
+        held[pool] += n
+        if held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
+            self._compact()
 
     def _filed(self) -> int:
         """Pages in the tier queues."""
@@ -158,25 +203,17 @@ class LRUPolicy(EvictionPolicy):
         if page >= len(self.code):
             self._ensure(page)
         self.code_bytes[page] = CODES_OF[self._queue(meta)] if code is None else code
-        self.clock = clock = self.clock + 1  # ``_touch_one(page, False)`` inlined (a pool join: also True)
-        self.stamp_cells[page] = clock
-        self.touched.append(page)
-        held = self.held
-        held[0] += 1
+        self._touch_one(page, False)
+        pooled = self.pooled
         if meta.pooled:
-            if page not in self.pooled:
-                self.pooled.add(page)
+            if page not in pooled:
+                pooled.add(page)
                 self.in_pool_bytes[page] = 1
-                self.clock = clock = clock + 1
-                self.pool_stamp_cells[page] = clock
-                self.pool_touched.append(page)
-                held[1] += 1
-        elif page in self.pooled:
-            self.pooled.discard(page)
+                self._touch_one(page, True)
+        elif page in pooled:
+            pooled.discard(page)
             self.in_pool_bytes[page] = 0
             self.order["pool"].pop(page, None)
-        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
-            self._compact()
 
     def _flush(self, pool: bool) -> None:
         """The buffered touches of the tier queues (``pool``: of the pool's) applied: the queues a
@@ -233,23 +270,33 @@ class LRUPolicy(EvictionPolicy):
             self._touch_one(page, True)
 
     def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
-        if len(metas) <= 8:  # a few pages: scalar reads cost less than numpy's fixed cost (``on_access`` inlined)
-            code, pooled, touch = self.code_bytes, self.pooled, self._touch_one
-            for meta in metas:
-                page = meta.page
-                if page >= len(code):
-                    self._ensure(page)
-                    code = self.code_bytes
+        # up to 8 pages: each page's tier touch, then its pool touch (as ``on_access`` one at a time);
+        # more: the tier touches of all, then their pool touches (the queues' orders are the same)
+        if len(metas) > self.eager:  # many: stamped with numpy (the ufunc's reduction: no Python wrapper)
+            idx = page_array(metas)
+            self._ensure(int(np.maximum.reduce(idx)))
+            self._touch_many(idx[self.code[idx] != 0], False)
+            if self.pooled:
+                self._touch_many(idx[self.in_pool[idx]], True)
+            return
+        pages = page_ids(metas)
+        if not pages:
+            return
+        top = max(pages)
+        if top >= len(self.code):
+            self._ensure(top)
+        code, pooled = self.code_bytes, self.pooled
+        if len(pages) <= 8:
+            touch = self._touch_one
+            for page in pages:
                 if code[page]:
                     touch(page, False)
                 if page in pooled:
                     touch(page, True)
             return
-        idx = page_array(metas)
-        self._ensure(int(np.maximum.reduce(idx)))  # the ufunc's reduction: no Python wrapper
-        self._touch_many(idx[self.code[idx] != 0], False)
-        if self.pooled:
-            self._touch_many(idx[self.in_pool[idx]], True)
+        self._touch_many([page for page in pages if code[page]], False)
+        if pooled:
+            self._touch_many([page for page in pages if page in pooled], True)
 
     def on_written(self, fresh: Sequence[PageMeta], crossed: Sequence[PageMeta], pages: Sequence[PageMeta],
                    now: int) -> None:
@@ -257,26 +304,24 @@ class LRUPolicy(EvictionPolicy):
         # access that follows (a later touch of the same page supersedes an earlier one), except for a
         # page in no queue, which the access skips: its insert's touch kept, ahead of the accesses.
         # A fresh page in the pool, one not crossed or not accessed: the three notices in turn.
+        if not fresh:
+            self.on_access_many(pages, now)
+            return
         fresh_pages = page_ids(fresh)
         if len(crossed) != len(fresh_pages) or not self.pooled.isdisjoint(fresh_pages) or \
-                not set(fresh_pages).issubset(page_ids(pages)):
+                any(map(_POOLED, fresh)) or not set(fresh_pages).issubset(page_ids(pages)):
             EvictionPolicy.on_written(self, fresh, crossed, pages, now)
             return
-        metas = list(fresh)
-        if any(map(_POOLED, metas)):
-            EvictionPolicy.on_written(self, fresh, crossed, pages, now)
-            return
+        top = max(fresh_pages)
+        if top >= len(self.code):
+            self._ensure(top)
         code = self.code_bytes
-        for meta in metas:
-            page = meta.page
-            if page >= len(code):
-                self._ensure(page)
-                code = self.code_bytes
+        for meta in fresh:
             tier = meta.tier
             new = HOT if tier == "gpu" else CODES_OF.get(tier, 0)
-            code[page] = new
+            code[meta.page] = new
             if not new:
-                self._touch_one(page, False)
+                self._touch_one(meta.page, False)
         self.on_access_many(pages, now)
 
     def on_update(self, meta: PageMeta) -> None:
@@ -293,6 +338,12 @@ class LRUPolicy(EvictionPolicy):
                 code = self.code_bytes
             if code[page] != new or meta.pooled != (page in pooled):
                 place(meta, new)
+
+    def on_sealed_many(self, metas: Sequence[PageMeta]) -> None:
+        # the order reads only a page's tier, holders and pool membership, none of which a seal changes
+        # (a subclass that reads updates is told them)
+        if self.reads_updates:
+            self.on_update_many(metas)
 
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
         # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk;
@@ -324,14 +375,25 @@ class LRUPolicy(EvictionPolicy):
         # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
         # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
         pages = page_ids(metas)
-        if len(metas) <= 8 or list(map(_POOLED, metas)) != list(map(self.pooled.__contains__, pages)):
+        if not pages:
+            return
+        if list(map(_POOLED, metas)) != list(map(self.pooled.__contains__, pages)):
             for meta in metas:
                 self._place(meta)
             return
+        top = max(pages)
+        if top >= len(self.code):
+            self._ensure(top)
+        codes = [(HOT if meta.holders else COLD) if (tier := meta.tier) == "gpu" else TIER_CODES.get(tier, 0)
+                 for meta in metas]
+        if len(pages) <= self.eager:
+            code = self.code_bytes
+            for page, new in zip(pages, codes, strict=True):
+                code[page] = new
+            self._touch_many(pages, False)
+            return
         idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
-        self._ensure(int(np.maximum.reduce(idx)))
-        self.code[idx] = [(HOT if meta.holders else COLD) if (tier := meta.tier) == "gpu" else TIER_CODES.get(tier, 0)
-                          for meta in metas]
+        self.code[idx] = codes
         self._touch_many(idx, False)
 
     def on_remove(self, meta: PageMeta) -> None:

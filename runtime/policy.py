@@ -118,6 +118,12 @@ class EvictionPolicy:
         for meta in metas:
             self.on_update(meta)
 
+    def on_sealed_many(self, metas: Sequence[PageMeta]) -> None:
+        """Pages took their last token: only their ``hash``, ``tokens``, ``types`` or
+        ``recovery_tokens`` changed (not their tier, holders or pool membership).
+        ``on_update_many(metas)`` unless overridden."""
+        self.on_update_many(metas)
+
     def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
         """The holders of every page of ``metas`` changed by the same step (a prefix attached, a
         sequence freed); ``crossed`` are those that became held or stopped being held (holders went
