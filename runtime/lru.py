@@ -202,8 +202,19 @@ class LRUPolicy(EvictionPolicy):
         page = meta.page
         if page >= len(self.code):
             self._ensure(page)
-        self.code_bytes[page] = CODES_OF[self._queue(meta)] if code is None else code
-        self._touch_one(page, False)
+        self.code_bytes[page] = new = CODES_OF[self._queue(meta)] if code is None else code
+        if self.touched:
+            self._touch_one(page, False)
+        else:  # ``_touch_one(page, False)`` inlined: nothing buffered, the page moved at once
+            self.clock += 1
+            self.stamp_cells[page] = self.clock
+            old = self.filed_bytes[page]
+            if old:
+                del self.queues[old][page]
+            if new:
+                self.queues[new][page] = None
+            if old != new:
+                self.filed_bytes[page] = new
         pooled = self.pooled
         if meta.pooled:
             if page not in pooled:
@@ -350,23 +361,25 @@ class LRUPolicy(EvictionPolicy):
         # a page is on the GPU exactly when its queue is one of the GPU's (placed from its tier)
         if not crossed:
             return
-        pages = page_ids(crossed)
-        new = CODES["gpu_hot" if crossed[0].holders else "gpu_cold"]
-        if len(pages) <= 8:  # a page opened or a short prefix: scalar reads cost less than numpy's fixed cost
-            self._ensure(max(pages))
+        new = HOT if crossed[0].holders else COLD
+        if len(crossed) <= self.eager:  # a page opened or a short prefix: scalar reads cost less than numpy's
+            pages = page_ids(crossed)
+            top = max(pages)
+            if top >= len(self.code):
+                self._ensure(top)
             code = self.code_bytes
-            for page in pages:
-                if code[page] == HOT or code[page] == COLD:
-                    code[page] = new
-                    self._touch_one(page, False)
+            gpu = [page for page in pages if code[page] == HOT or code[page] == COLD]
+            for page in gpu:
+                code[page] = new
+            self._touch_many(gpu, False)
             return
         idx = page_array(crossed)
-        self._ensure(int(idx.max()))
+        self._ensure(int(np.maximum.reduce(idx)))
         codes = self.code[idx]
-        gpu = idx[(codes == CODES["gpu_hot"]) | (codes == CODES["gpu_cold"])]
-        if len(gpu):
-            self.code[gpu] = new
-            self._touch_many(gpu, False)
+        gpu_ids = idx[(codes == HOT) | (codes == COLD)]
+        if len(gpu_ids):
+            self.code[gpu_ids] = new
+            self._touch_many(gpu_ids, False)
 
     def on_move(self, meta: PageMeta, old_tier: str) -> None:
         self._place(meta)

@@ -208,7 +208,7 @@ class PolicySeam:
             return None
         allowed, first, rest = self.pipe.allowed, events[0], events[1:]
         if not rest:  # one event: each page asked in one pass
-            return out if all(map(allowed, repeat(first, k), repeat(None, k), out)) else None
+            return out if all(map(self.pipe.allower(first), repeat(None, k), out)) else None
         for pid in out:
             if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 return None
