@@ -126,11 +126,18 @@ class LRUPolicy(EvictionPolicy):
         if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
             self._compact()
 
-    def _touch_many(self, pages: list[int] | np.ndarray, pool: bool) -> None:
+    def _touch_many(self, pages: list[int] | np.ndarray, pool: bool, at_once: bool = False) -> None:
         """``_touch_one`` for each of ``pages`` (distinct), in order: a few moved at once in Python when
-        nothing is buffered for those queues, else stamped in one vector write and buffered."""
+        nothing is buffered for those queues, else stamped in one vector write and buffered (``at_once``:
+        tier touches moved at once, in bulk, however many, when nothing is buffered)."""
         n = len(pages)
         if not n:
+            return
+        if at_once and n > self.eager and not pool and not self.touched:
+            idx = pages if isinstance(pages, np.ndarray) else np.array(pages, dtype=np.int64)
+            self.stamp[idx] = np.arange(self.clock + 1, self.clock + n + 1)
+            self.clock += n
+            self._file_many(idx)
             return
         if n <= self.eager and not (self.pool_touched if pool else self.touched):
             clock = self.clock
@@ -255,18 +262,24 @@ class LRUPolicy(EvictionPolicy):
                         queues[new][page] = None
                     if old != new:
                         filed_bytes[page] = new
-            else:  # many: each out of its old queue, then into its new one in touch order, by the queue
-                news, olds = self.code[pending], filed[pending]
-                filed[pending] = news
-                counts = np.bincount(olds, minlength=len(QUEUES)).tolist()
-                for c in range(1, len(QUEUES)):
-                    if counts[c]:
-                        deque(map(queues[c].__delitem__, pending[olds == c].tolist()), 0)
-                counts = np.bincount(news, minlength=len(QUEUES)).tolist()
-                for c in range(1, len(QUEUES)):
-                    if counts[c]:
-                        queues[c].update(dict.fromkeys(pending[news == c].tolist()))
+            else:
+                self._file_many(pending)
         self.held[0] = 0
+
+    def _file_many(self, pages: np.ndarray) -> None:
+        """Distinct ``pages`` (in touch order) out of the queues they sit in, then into their new ones in
+        that order, by the queue (each queue's pages by one bulk call)."""
+        queues, filed = self.queues, self.filed
+        news, olds = self.code[pages], filed[pages]
+        filed[pages] = news
+        counts = np.bincount(olds, minlength=len(QUEUES)).tolist()
+        for c in range(1, len(QUEUES)):
+            if counts[c]:
+                deque(map(queues[c].__delitem__, pages[olds == c].tolist()), 0)
+        counts = np.bincount(news, minlength=len(QUEUES)).tolist()
+        for c in range(1, len(QUEUES)):
+            if counts[c]:
+                queues[c].update(dict.fromkeys(pages[news == c].tolist()))
 
     def on_insert(self, meta: PageMeta) -> None:
         self._place(meta)
@@ -407,7 +420,7 @@ class LRUPolicy(EvictionPolicy):
             return
         idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
         self.code[idx] = codes
-        self._touch_many(idx, False)
+        self._touch_many(idx, False, at_once=True)  # (a room's moves: a decision soon reads the queues)
 
     def on_remove(self, meta: PageMeta) -> None:
         page = meta.page
