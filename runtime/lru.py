@@ -310,6 +310,28 @@ class LRUPolicy(EvictionPolicy):
         if top >= len(self.code):
             self._ensure(top)
         code, pooled = self.code_bytes, self.pooled
+        if len(pages) <= 8 and not self.touched and not self.pool_touched:
+            # nothing buffered: each page moved at once (``_touch_one`` inlined)
+            clock, stamps, filed, queues = self.clock, self.stamp_cells, self.filed_bytes, self.queues
+            for page in pages:
+                new = code[page]
+                if new:
+                    clock += 1
+                    stamps[page] = clock
+                    old = filed[page]
+                    if old:
+                        del queues[old][page]
+                    queues[new][page] = None
+                    if old != new:
+                        filed[page] = new
+                if page in pooled:
+                    clock += 1
+                    self.pool_stamp_cells[page] = clock
+                    queue = self.order["pool"]
+                    queue.pop(page, None)
+                    queue[page] = None
+            self.clock = clock
+            return
         if len(pages) <= 8:
             touch = self._touch_one
             for page in pages:
@@ -400,9 +422,11 @@ class LRUPolicy(EvictionPolicy):
     def on_move_many(self, metas: Sequence[PageMeta], old_tiers: Sequence[str]) -> None:
         # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
         # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
-        pages = page_ids(metas)
-        if not pages:
+        if len(metas) <= 8:  # a few: one at a time costs less than the batch's lists
+            for meta in metas:
+                self._place(meta)
             return
+        pages = page_ids(metas)
         if list(map(_POOLED, metas)) != list(map(self.pooled.__contains__, pages)):
             for meta in metas:
                 self._place(meta)
