@@ -371,7 +371,13 @@ class LRUPolicy(EvictionPolicy):
         self.on_access_many(pages, now)
 
     def on_update(self, meta: PageMeta) -> None:
-        self.on_update_many((meta,))
+        tier = meta.tier  # ``on_update_many((meta,))`` inlined (a page admitted or evicted alone)
+        new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
+        page = meta.page
+        if page >= len(self.code):
+            self._ensure(page)
+        if self.code_bytes[page] != new or meta.pooled != (page in self.pooled):
+            self._place(meta, new)
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
         pooled, place, code = self.pooled, self._place, self.code_bytes

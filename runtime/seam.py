@@ -169,8 +169,19 @@ class PolicySeam:
             for rec, tier in zip(recs, tiers, strict=True):
                 self.moved(rec, tier)
             return
-        metas: list[PageMeta] = list(map(_META, recs))
-        olds: list[str] = list(map(_TIER, metas))
+        if len(recs) <= 8:  # a few: one pass
+            metas, olds = [], []
+            for rec, tier in zip(recs, tiers, strict=True):
+                meta = rec.meta
+                if meta.tier != tier:
+                    olds.append(meta.tier)
+                    meta.tier = tier
+                    metas.append(meta)
+            if metas:
+                self.policy.on_move_many(metas, olds)
+            return
+        metas = list(map(_META, recs))
+        olds = list(map(_TIER, metas))
         if any(map(str.__eq__, olds, tiers)):  # a page already there: left out
             kept = [i for i, (old, tier) in enumerate(zip(olds, tiers, strict=True)) if old != tier]
             metas, olds, tiers = [metas[i] for i in kept], [olds[i] for i in kept], [tiers[i] for i in kept]
