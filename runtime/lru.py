@@ -380,6 +380,9 @@ class LRUPolicy(EvictionPolicy):
             self._place(meta, new)
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
+        if not self.touched and not self.pool_touched:
+            self._update_at_once(metas)
+            return
         pooled, place, code = self.pooled, self._place, self.code_bytes
         for meta in metas:  # ``_queue`` inlined: a prefix attached or freed updates every page of it
             tier = meta.tier
@@ -390,6 +393,48 @@ class LRUPolicy(EvictionPolicy):
                 code = self.code_bytes
             if code[page] != new or meta.pooled != (page in pooled):
                 place(meta, new)
+
+    def _update_at_once(self, metas: Sequence[PageMeta]) -> None:
+        """``on_update_many`` while nothing is buffered: each page whose queue or pool membership changed
+        placed and moved at once, in order (``_place`` and its touches inlined)."""
+        pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
+        stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
+        clock = self.clock
+        for meta in metas:
+            tier = meta.tier
+            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
+            page = meta.page
+            if page >= len(code):
+                self._ensure(page)
+                code, filed, stamps, pool_stamps = self.code_bytes, self.filed_bytes, self.stamp_cells, \
+                    self.pool_stamp_cells
+            joins = meta.pooled
+            was = page in pooled
+            if code[page] == new and joins == was:
+                continue
+            code[page] = new
+            clock += 1
+            stamps[page] = clock
+            old = filed[page]
+            if old:
+                del queues[old][page]
+            if new:
+                queues[new][page] = None
+            if old != new:
+                filed[page] = new
+            if joins:
+                if not was:
+                    pooled.add(page)
+                    self.in_pool_bytes[page] = 1
+                    clock += 1
+                    pool_stamps[page] = clock
+                    pool_queue.pop(page, None)
+                    pool_queue[page] = None
+            elif was:
+                pooled.discard(page)
+                self.in_pool_bytes[page] = 0
+                pool_queue.pop(page, None)
+        self.clock = clock
 
     def on_sealed_many(self, metas: Sequence[PageMeta]) -> None:
         # the order reads only a page's tier, holders and pool membership, none of which a seal changes
