@@ -1,10 +1,10 @@
 """The default victim-choice policy: least recently used per tier, the GPU's unheld pages first.
 
 Every other policy is written against it (``morphcache.policies`` falls back on it).  Its queues are
-dicts kept in order; a notice stamps the page's touch in a column and the queues take the touched
-pages when a decision reads them (``LRUPolicy``'s docstring draws it).  (Longer than most modules:
-the one class and the column helpers it alone uses, whose bulk and scalar paths must give the same
-order, read best together.)
+dicts kept in order; a notice stamps the page's touch in a column and moves the page at once, or,
+behind a long batch, buffers it until a decision reads its queue (``LRUPolicy``'s docstring draws
+it).  (Longer than most modules: the one class and the column helpers it alone uses, whose bulk,
+scalar, immediate and buffered paths must give the same order, read best together.)
 """
 
 from __future__ import annotations
@@ -28,13 +28,15 @@ class LRUPolicy(EvictionPolicy):
     queue; an access moves it to the end of its queue and of the pool.  ``propose`` yields from
     dicts kept in queue order, no scan per decision beyond the proposals the runtime consumes.
 
-    Touches are stamped: a notification writes the logical time of the touch into a per-page column
-    (a bulk one: one vector write for the whole prefix) and remembers which pages it touched; the
-    queues take the touched pages, in the order of their last stamp, when a decision needs them (many
-    at once: out of the queues they sat in, a column says which, then into their new ones, each queue's
-    by one bulk call).  The pages not touched since keep their order ahead of the touched ones, exactly as if every
-    touch had moved its page at once; a page touched many times between two decisions (a prefix
-    looked up, attached and freed) is moved once::
+    Touches are stamped: a notification writes the logical time of the touch into a per-page column.
+    While nothing is buffered, a touch moves its page at once (a notice of up to ``eager`` pages in
+    Python; a room's long batch of moves in bulk).  A longer notice (a prefix looked up, attached or
+    freed: one vector write of stamps) buffers its pages instead, and so does every touch after it
+    until a decision reads those queues; they then take the touched pages, in the order of their last
+    stamp (many at once: out of the queues they sat in, a column says which, then into their new ones,
+    each queue's by one bulk call).  The pages not touched since keep their order ahead of the touched
+    ones, exactly as if every touch had moved its page at once; a page touched many times between two
+    decisions is moved once::
 
         page       7    12    40    41          code: its queue now (0: none), in a column
         stamp      3     9     5     8          touched since the last decision: 12, 40, 41
