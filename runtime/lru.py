@@ -252,7 +252,7 @@ class LRUPolicy(EvictionPolicy):
             self.held[1] = 0
             return
         if self.touched:
-            queues, filed = self.queues, self.filed
+            queues = self.queues
             pending = self._pending(self.touched)
             if isinstance(pending, list):  # a few: page by page
                 code, filed_bytes = self.code_bytes, self.filed_bytes
