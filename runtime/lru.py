@@ -68,6 +68,7 @@ class LRUPolicy(EvictionPolicy):
         self.touched: list[int] = []  # pages touched since the last decision, in touch order (flat)
         self.pool_touched: list[int] = []
         self.held = [0, 0]  # entries in the two lists above (tier, pool), compacted when they outgrow the pages
+        self.deciding = False  # whether a decision has read the tier queues yet
         # ``on_written`` (a fresh page filed once: its access supersedes its insert and hold), unless a
         # subclass overrides one of the notices it stands for
         self.merges_writes = all(getattr(type(self), name) is getattr(LRUPolicy, name) for name in
@@ -131,11 +132,13 @@ class LRUPolicy(EvictionPolicy):
     def _touch_many(self, pages: list[int] | np.ndarray, pool: bool, at_once: bool = False) -> None:
         """``_touch_one`` for each of ``pages`` (distinct), in order: a few moved at once in Python when
         nothing is buffered for those queues, else stamped in one vector write and buffered (``at_once``:
-        tier touches moved at once, in bulk, however many, when nothing is buffered)."""
+        tier touches moved at once, in bulk, however many, when nothing is buffered; so are a long
+        batch's once a decision has read the tier queues: a workload that decides soon reads them
+        again, one that never decides, never)."""
         n = len(pages)
         if not n:
             return
-        if at_once and n > self.eager and not pool and not self.touched:
+        if (at_once or self.deciding) and n > self.eager and not pool and not self.touched:
             idx = pages if isinstance(pages, np.ndarray) else np.array(pages, dtype=np.int64)
             self.stamp[idx] = np.arange(self.clock + 1, self.clock + n + 1)
             self.clock += n
@@ -251,6 +254,7 @@ class LRUPolicy(EvictionPolicy):
                     pool_queue[page] = None
             self.held[1] = 0
             return
+        self.deciding = True
         if self.touched:
             queues = self.queues
             pending = self._pending(self.touched)
