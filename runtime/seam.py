@@ -124,11 +124,11 @@ class PolicySeam:
 
     def updated_many(self, recs: Sequence[PageRecord]) -> None:
         """``updated`` for each of ``recs``, in order."""
-        self.policy.on_update_many([rec.meta for rec in recs])
+        self.policy.on_update_many(list(recs))  # (a record is its own PageMeta)
 
     def sealed_many(self, recs: Sequence[PageRecord]) -> None:
         """Pages took their last token (their hash, tokens, types changed; nothing else), in order."""
-        self.policy.on_sealed_many(list(map(_META, recs)))
+        self.policy.on_sealed_many(list(recs))
 
     def holders(self, pids: Sequence[int] | np.ndarray, delta: int, listed: list[int] | None = None) -> None:
         """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids; a list
@@ -180,7 +180,7 @@ class PolicySeam:
             if metas:
                 self.policy.on_move_many(metas, olds)
             return
-        metas = list(map(_META, recs))
+        metas = list(recs)
         olds = list(map(_TIER, metas))
         if any(map(str.__eq__, olds, tiers)):  # a page already there: left out
             kept = [i for i, (old, tier) in enumerate(zip(olds, tiers, strict=True)) if old != tier]
@@ -195,7 +195,7 @@ class PolicySeam:
 
     def removed_many(self, recs: Sequence[PageRecord]) -> None:
         """Pages are forgotten (``removed`` for each, in order)."""
-        self.policy.on_remove_many([rec.meta for rec in recs])
+        self.policy.on_remove_many(list(recs))
 
     # -- decisions --------------------------------------------------------------------------------
     def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
@@ -255,7 +255,7 @@ class PolicySeam:
         return None
 
 
-_META, _TIER, _POOLED = attrgetter("meta"), attrgetter("tier"), attrgetter("pooled")
+_TIER, _POOLED = attrgetter("tier"), attrgetter("pooled")
 
 
 def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, np.ndarray | None]:

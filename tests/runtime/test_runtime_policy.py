@@ -3,7 +3,7 @@ refuses are counted and skipped; pages carry their token types, session and task
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from rt_helpers import toks
@@ -355,3 +355,50 @@ def test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed: in
         assert list(bulk.propose(decision)) == list(single.propose(decision))
     assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}
     assert bulk.clock == single.clock  # a touch each, told either way
+
+
+def test_lru_seals_leave_the_order_an_update_would() -> None:
+    """A seal (``on_sealed_many``: only hash, tokens and types changed) is skipped by LRU; the order is the
+    one ``on_update_many`` over the same pages gives.  A subclass that reads updates is still told."""
+    import random
+
+    rng = random.Random(11)
+    sealed, told = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(400):
+        op = rng.random()
+        if op < 0.25 or not metas:
+            pid = rng.randrange(300)
+            if pid not in metas:
+                metas[pid] = (PageMeta(pid, 0), PageMeta(pid, 0))
+                for meta, pol in zip(metas[pid], (sealed, told), strict=True):
+                    meta.pooled = pid % 3 == 0
+                    pol.on_insert(meta)
+        elif op < 0.45:
+            moved(metas[rng.choice(sorted(metas))], (sealed, told), rng.choice(["gpu", "host", "disk"]))
+        elif op < 0.6:
+            updated(metas[rng.choice(sorted(metas))], (sealed, told), rng.random() < 0.5, rng.randrange(2))
+        elif op < 0.85:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 4, 20])))
+            for p in pids:
+                for meta in metas[p]:
+                    meta.hash, meta.tokens = step, 16
+            sealed.on_sealed_many([metas[p][0] for p in pids])
+            told.on_update_many([metas[p][1] for p in pids])
+        else:
+            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            assert list(sealed.propose(decision)) == list(told.propose(decision)), (step, decision)
+
+    class Counting(LRUPolicy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.updates = 0
+
+        def on_update_many(self, metas: Sequence[PageMeta]) -> None:
+            self.updates += len(metas)
+            super().on_update_many(metas)
+
+    counting = Counting()
+    counting.on_insert(PageMeta(1, 0))
+    counting.on_sealed_many([PageMeta(1, 0)])
+    assert counting.updates == 1
