@@ -209,11 +209,16 @@ class Pipeline:
         """Whether ``fire(name, r, p)`` would pass its source state and guard (bounds aside); changes
         nothing.  Policies ask this before proposing a step."""
         plan = self._allow_plans.get(name)
+        return (plan or self.allower(name))(r, p)
+
+    def allower(self, name: str) -> Callable[[Any, Any], bool]:
+        """``allowed`` for event ``name`` as one callable of ``(r, p)`` (for a caller asking it many times)."""
+        plan = self._allow_plans.get(name)
         if plan is None:
             ev = self.cspec.events[name]
             plan = self._allow_plans[name] = (build_allowed(self, self._context, ev) if self.fast else None) or \
                 (lambda r, p: self.allowed_general(ev, r, p))
-        return plan(r, p)
+        return plan
 
     def propose(self, name: str, r: int | None = None, p: int | None = None) -> bool:
         """``fire(name, r, p)`` if ``allowed(name, r, p)``, in one pass (the event's generated plan on the

@@ -17,8 +17,9 @@ performance; it can never make a step the spec forbids.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -70,11 +71,30 @@ class PolicySeam:
         if not self.policy.merges_writes:
             self.accessed(pids)
             return
-        for rec in fresh:
-            rec.meta.created = rec.meta.last_use = self.now
-        metas, crossed = self._hold([rec.pid for rec in fresh], 1)
-        self.tick()
-        self.policy.on_written(metas, crossed, self._touch(pids), self.now)
+        now = self.now
+        if not fresh:
+            self.now = now + 1
+            if pids:
+                self.policy.on_written((), (), self._touch(pids), now + 1)
+            return
+        if len(fresh) <= 8:  # a few: scalar updates (``_hold`` inlined), the records themselves as metadata
+            cols = self.pages.cols
+            last_use, holders = cols.last_use, cols.holders
+            crossed = []
+            for rec in fresh:
+                pid = rec.pid
+                rec.created = now
+                last_use[pid] = now
+                holders[pid] += 1
+                if holders[pid] == 1:
+                    crossed.append(rec)
+            metas: Sequence[PageMeta] = fresh
+        else:
+            for rec in fresh:
+                rec.meta.created = rec.meta.last_use = now
+            metas, crossed = self._hold([rec.pid for rec in fresh], 1)  # type: ignore[assignment]
+        self.now = now + 1
+        self.policy.on_written(metas, crossed, self._touch(pids), now + 1)
 
     def accessed(self, pids: Sequence[int] | np.ndarray, listed: list[int] | None = None) -> None:
         """Pages were hit by a lookup, read or written at the current tick (distinct ids; a list or an
@@ -104,7 +124,11 @@ class PolicySeam:
 
     def updated_many(self, recs: Sequence[PageRecord]) -> None:
         """``updated`` for each of ``recs``, in order."""
-        self.policy.on_update_many([rec.meta for rec in recs])
+        self.policy.on_update_many(list(recs))  # (a record is its own PageMeta)
+
+    def sealed_many(self, recs: Sequence[PageRecord]) -> None:
+        """Pages took their last token (their hash, tokens, types changed; nothing else), in order."""
+        self.policy.on_sealed_many(list(recs))
 
     def holders(self, pids: Sequence[int] | np.ndarray, delta: int, listed: list[int] | None = None) -> None:
         """Pages joined (``delta`` 1) or left (-1) a live sequence's block table (distinct ids; a list
@@ -145,13 +169,23 @@ class PolicySeam:
             for rec, tier in zip(recs, tiers, strict=True):
                 self.moved(rec, tier)
             return
-        metas: list[PageMeta] = list(map(_META, recs))
-        olds: list[str] = list(map(_TIER, metas))
+        if len(recs) <= 8:  # a few: one pass
+            metas, olds = [], []
+            for rec, tier in zip(recs, tiers, strict=True):
+                meta = rec.meta
+                if meta.tier != tier:
+                    olds.append(meta.tier)
+                    meta.tier = tier
+                    metas.append(meta)
+            if metas:
+                self.policy.on_move_many(metas, olds)
+            return
+        metas = list(recs)
+        olds = list(map(_TIER, metas))
         if any(map(str.__eq__, olds, tiers)):  # a page already there: left out
             kept = [i for i, (old, tier) in enumerate(zip(olds, tiers, strict=True)) if old != tier]
             metas, olds, tiers = [metas[i] for i in kept], [olds[i] for i in kept], [tiers[i] for i in kept]
-        for meta, tier in zip(metas, tiers, strict=True):
-            meta.tier = tier
+        deque(map(setattr, metas, repeat("tier"), tiers), 0)  # each page's ``tier`` written
         if metas:
             self.policy.on_move_many(metas, olds)
 
@@ -161,7 +195,7 @@ class PolicySeam:
 
     def removed_many(self, recs: Sequence[PageRecord]) -> None:
         """Pages are forgotten (``removed`` for each, in order)."""
-        self.policy.on_remove_many([rec.meta for rec in recs])
+        self.policy.on_remove_many(list(recs))
 
     # -- decisions --------------------------------------------------------------------------------
     def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
@@ -181,13 +215,15 @@ class PolicySeam:
         if None in recs:
             return None
         if decision == "pool":
-            if not all(rec.pooled for rec in recs):  # type: ignore[union-attr]
+            if not all(map(_POOLED, recs)):
                 return None
-        elif any(rec.tier != decision for rec in recs):  # type: ignore[union-attr]
+        elif list(map(_TIER, recs)).count(decision) != k:
             return None
         if not guarded:
             return out
         allowed, first, rest = self.pipe.allowed, events[0], events[1:]
+        if not rest:  # one event: each page asked in one pass
+            return out if all(map(self.pipe.allower(first), repeat(None, k), out)) else None
         for pid in out:
             if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
                 return None
@@ -223,7 +259,7 @@ class PolicySeam:
         return None
 
 
-_META, _TIER = attrgetter("meta"), attrgetter("tier")
+_TIER, _POOLED = attrgetter("tier"), attrgetter("pooled")
 
 
 def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, np.ndarray | None]:

@@ -171,7 +171,7 @@ class WrittenPages:
                 rec.recovery_tokens = c * (rec.depth + 1)
                 rec.token_ids = toks
             self.index.add_sealed_many([rec.hash for rec in recs], pids)  # type: ignore[misc]
-        self.seam.updated_many(recs)  # the policy told of each, in order (nothing else told it between)
+        self.seam.sealed_many(recs)  # the policy told of each, in order (nothing else told it between)
         pids = list(map(_PID, recs))
         if self.config.auto_compress:
             self.morph.maintain_many(pids)

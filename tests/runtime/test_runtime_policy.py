@@ -3,7 +3,7 @@ refuses are counted and skipped; pages carry their token types, session and task
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from rt_helpers import toks
@@ -300,3 +300,105 @@ def test_lru_write_notices_in_one_call_give_the_order_of_three(seed: int) -> Non
         assert list(merged.propose(decision)) == list(three.propose(decision))
     assert {k: list(q) for k, q in merged.order.items()} == {k: list(q) for k, q in three.order.items()}
     assert merged.placed == three.placed and merged.pooled == three.pooled
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed: int) -> None:
+    """A room's moves told at once (``on_move_many``, short and long batches: moved at once in Python, in
+    bulk, or buffered behind a long access) and accesses of every size leave LRU's queues, stamps and
+    proposals exactly as the same notices told page by page."""
+    import random
+
+    rng = random.Random(seed)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(500):
+        op = rng.random()
+        if op < 0.2 or not metas:
+            for pid in rng.sample(range(900), rng.choice([1, 5, 80])):
+                if pid not in metas:
+                    metas[pid] = (PageMeta(pid, 0), PageMeta(pid, 0))
+                    for meta, pol in zip(metas[pid], (bulk, single), strict=True):
+                        meta.pooled = pid % 4 == 0
+                        meta.holders = pid % 3 == 0
+                        pol.on_insert(meta)
+        elif op < 0.5:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 3, 9, 70, 150])))
+            tiers = [rng.choice(["gpu", "host", "disk", "dropped", "offloading"]) for _ in pids]
+            group, olds = [], []
+            for pid, tier in zip(pids, tiers, strict=True):
+                a, b = metas[pid]
+                if a.tier != tier:
+                    olds.append(a.tier)
+                    a.tier = tier
+                    group.append(a)
+                    old, b.tier = b.tier, tier
+                    single.on_move(b, old)
+            if group:
+                bulk.on_move_many(group, olds)
+        elif op < 0.6:
+            pid = rng.choice(sorted(metas))
+            pooled, holders = rng.random() < 0.5, rng.randrange(2)
+            updated(metas[pid], (bulk, single), pooled, holders)
+        elif op < 0.8:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([2, 12, 40, 100])))
+            bulk.on_access_many([metas[p][0] for p in pids], step)
+            for p in pids:
+                single.on_access(metas[p][1], step)
+        elif op < 0.85:
+            pid = rng.choice(sorted(metas))
+            removed(metas.pop(pid), (bulk, single))
+        else:
+            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+    for decision in ("gpu", "host", "disk", "pool"):
+        assert list(bulk.propose(decision)) == list(single.propose(decision))
+    assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}
+    assert bulk.clock == single.clock  # a touch each, told either way
+
+
+def test_lru_seals_leave_the_order_an_update_would() -> None:
+    """A seal (``on_sealed_many``: only hash, tokens and types changed) is skipped by LRU; the order is the
+    one ``on_update_many`` over the same pages gives.  A subclass that reads updates is still told."""
+    import random
+
+    rng = random.Random(11)
+    sealed, told = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(400):
+        op = rng.random()
+        if op < 0.25 or not metas:
+            pid = rng.randrange(300)
+            if pid not in metas:
+                metas[pid] = (PageMeta(pid, 0), PageMeta(pid, 0))
+                for meta, pol in zip(metas[pid], (sealed, told), strict=True):
+                    meta.pooled = pid % 3 == 0
+                    pol.on_insert(meta)
+        elif op < 0.45:
+            moved(metas[rng.choice(sorted(metas))], (sealed, told), rng.choice(["gpu", "host", "disk"]))
+        elif op < 0.6:
+            updated(metas[rng.choice(sorted(metas))], (sealed, told), rng.random() < 0.5, rng.randrange(2))
+        elif op < 0.85:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 4, 20])))
+            for p in pids:
+                for meta in metas[p]:
+                    meta.hash, meta.tokens = step, 16
+            sealed.on_sealed_many([metas[p][0] for p in pids])
+            told.on_update_many([metas[p][1] for p in pids])
+        else:
+            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            assert list(sealed.propose(decision)) == list(told.propose(decision)), (step, decision)
+
+    class Counting(LRUPolicy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.updates = 0
+
+        def on_update_many(self, metas: Sequence[PageMeta]) -> None:
+            self.updates += len(metas)
+            super().on_update_many(metas)
+
+    counting = Counting()
+    counting.on_insert(PageMeta(1, 0))
+    counting.on_sealed_many([PageMeta(1, 0)])
+    assert counting.updates == 1

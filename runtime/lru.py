@@ -1,0 +1,589 @@
+"""The default victim-choice policy: least recently used per tier, the GPU's unheld pages first.
+
+Every other policy is written against it (``morphcache.policies`` falls back on it).  Its queues are
+dicts kept in order; a notice stamps the page's touch in a column and moves the page at once, or,
+behind a long batch, buffers it until a decision reads its queue (``LRUPolicy``'s docstring draws
+it).  (Longer than most modules: the one class and the column helpers it alone uses, whose bulk,
+scalar, immediate and buffered paths must give the same order, read best together.)
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from collections.abc import Iterator, Sequence
+from itertools import chain, islice
+from operator import attrgetter
+
+import numpy as np
+
+from .metabatch import page_array, page_ids
+from .policy import EvictionPolicy, PageMeta
+
+
+class LRUPolicy(EvictionPolicy):
+    """Least recently used per tier; on the GPU, pages no live sequence holds go first.
+
+    Placing a page (inserted, moved, or its holders or pool membership changed) appends it to its
+    queue; an access moves it to the end of its queue and of the pool.  ``propose`` yields from
+    dicts kept in queue order, no scan per decision beyond the proposals the runtime consumes.
+
+    Touches are stamped: a notification writes the logical time of the touch into a per-page column.
+    While nothing is buffered, a touch moves its page at once (a notice of up to ``eager`` pages in
+    Python; a room's long batch of moves in bulk).  A longer notice (a prefix looked up, attached or
+    freed: one vector write of stamps) buffers its pages instead, and so does every touch after it
+    until a decision reads those queues; they then take the touched pages, in the order of their last
+    stamp (many at once: out of the queues they sat in, a column says which, then into their new ones,
+    each queue's by one bulk call).  The pages not touched since keep their order ahead of the touched
+    ones, exactly as if every touch had moved its page at once; a page touched many times between two
+    decisions is moved once::
+
+        page       7    12    40    41          code: its queue now (0: none), in a column
+        stamp      3     9     5     8          touched since the last decision: 12, 40, 41
+        decision   queue ... 7 | 40 41 12       (untouched first, then by stamp)
+    """
+
+    name = "lru"
+    pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
+    few = 4096  # buffered touches up to this many are filed in Python (more: with numpy, a long backlog)
+    eager = 64  # a batch of touches up to this many moves its pages at once when nothing is buffered
+
+    def __init__(self) -> None:
+        self.order: dict[str, dict[int, None]] = {  # each queue a dict in order (re-inserting moves a page last)
+            "gpu_cold": {}, "gpu_hot": {}, "host": {}, "disk": {}, "pool": {},
+        }
+        self.queues: list[dict[int, None]] = [{}]  # by code (QUEUES; 0: none, never filled)
+        self.queues += [self.order[name] for name in QUEUES[1:]]  # type: ignore[index]
+        self.pooled: set[int] = set()  # pages in the pool now
+        # page -> code of its tier queue now (QUEUES; 0: none), and of the queue it sits in: each a numpy
+        # view of a bytearray (bulk writes through the view, single reads and writes on the bytes)
+        self.code_bytes, self.code = _codes(64)
+        self.filed_bytes, self.filed = _codes(64)
+        self.in_pool_bytes, self.in_pool = _flags(64)
+        # page -> logical time of its last touch (tier queue; pool), each a numpy view of an array
+        self.stamp_cells, self.stamp = _stamps(64)
+        self.pool_stamp_cells, self.pool_stamp = _stamps(64)
+        self.last = np.zeros(64, dtype=np.int64)  # scratch: a page's last position among the touches
+        self.clock = 0
+        self.touched: list[int] = []  # pages touched since the last decision, in touch order (flat)
+        self.pool_touched: list[int] = []
+        self.held = [0, 0]  # entries in the two lists above (tier, pool), compacted when they outgrow the pages
+        self.deciding = False  # whether a decision has read the tier queues yet
+        # ``on_written`` (a fresh page filed once: its access supersedes its insert and hold), unless a
+        # subclass overrides one of the notices it stands for
+        self.merges_writes = all(getattr(type(self), name) is getattr(LRUPolicy, name) for name in
+                                 ("on_insert", "on_holders_many", "on_access", "on_access_many", "on_written"))
+        self.reads_updates = any(getattr(type(self), name) is not getattr(LRUPolicy, name) for name in
+                                 ("on_update", "on_update_many"))
+
+    @staticmethod
+    def _queue(meta: PageMeta) -> str | None:
+        tier = meta.tier
+        if tier == "gpu":
+            return "gpu_hot" if meta.holders else "gpu_cold"
+        return tier if tier in ("host", "disk") else None
+
+    def _ensure(self, page: int) -> None:
+        size = len(self.code)
+        if page >= size:
+            new = max(2 * size, page + 1)
+            for name, make, raw_name in (("code", _codes, "code_bytes"), ("filed", _codes, "filed_bytes"),
+                                         ("in_pool", _flags, "in_pool_bytes"), ("stamp", _stamps, "stamp_cells"),
+                                         ("pool_stamp", _stamps, "pool_stamp_cells")):
+                raw, col = make(new)
+                col[:size] = getattr(self, name)
+                setattr(self, raw_name, raw)
+                setattr(self, name, col)
+            for name in ("last",):
+                old = getattr(self, name)
+                col = np.zeros(new, dtype=old.dtype)
+                col[:size] = old
+                setattr(self, name, col)
+
+    def _touch_one(self, page: int, pool: bool) -> None:
+        """Stamp a touch of ``page`` (in its tier queue, or ``pool``: in the pool, a pooled page) and
+        move it there at once when nothing is buffered for those queues, else buffer it."""
+        self.clock = clock = self.clock + 1
+        if pool:
+            self.pool_stamp_cells[page] = clock
+            if not self.pool_touched:
+                queue = self.order["pool"]
+                queue.pop(page, None)
+                queue[page] = None
+                return
+            self.pool_touched.append(page)
+        else:
+            self.stamp_cells[page] = clock
+            if not self.touched:
+                new, old = self.code_bytes[page], self.filed_bytes[page]
+                if old:
+                    del self.queues[old][page]
+                if new:
+                    self.queues[new][page] = None
+                if old != new:
+                    self.filed_bytes[page] = new
+                return
+            self.touched.append(page)
+        held = self.held
+        held[pool] += 1
+        if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
+            self._compact()
+
+    def _touch_many(self, pages: list[int] | np.ndarray, pool: bool, at_once: bool = False) -> None:
+        """``_touch_one`` for each of ``pages`` (distinct), in order: a few moved at once in Python when
+        nothing is buffered for those queues, else stamped in one vector write and buffered (``at_once``:
+        tier touches moved at once, in bulk, however many, when nothing is buffered; so are a long
+        batch's once a decision has read the tier queues: a workload that decides soon reads them
+        again, one that never decides, never)."""
+        n = len(pages)
+        if not n:
+            return
+        if (at_once or self.deciding) and n > self.eager and not pool and not self.touched:
+            idx = pages if isinstance(pages, np.ndarray) else np.array(pages, dtype=np.int64)
+            self.stamp[idx] = np.arange(self.clock + 1, self.clock + n + 1)
+            self.clock += n
+            self._file_many(idx)
+            return
+        if n <= self.eager and not (self.pool_touched if pool else self.touched):
+            clock = self.clock
+            if pool:
+                cells, queue = self.pool_stamp_cells, self.order["pool"]
+                for page in (pages if isinstance(pages, list) else pages.tolist()):
+                    clock += 1
+                    cells[page] = clock
+                    queue.pop(page, None)
+                    queue[page] = None
+            else:
+                cells, code, filed, queues = self.stamp_cells, self.code_bytes, self.filed_bytes, self.queues
+                for page in (pages if isinstance(pages, list) else pages.tolist()):
+                    clock += 1
+                    cells[page] = clock
+                    new, old = code[page], filed[page]
+                    if old:
+                        del queues[old][page]
+                    if new:
+                        queues[new][page] = None
+                    if old != new:
+                        filed[page] = new
+            self.clock = clock
+            return
+        (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
+        self.clock += n
+        (self.pool_touched if pool else self.touched).extend(pages if isinstance(pages, list) else pages.tolist())
+        held = self.held
+        held[pool] += n
+        if held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
+            self._compact()
+
+    def _filed(self) -> int:
+        """Pages in the tier queues."""
+        return sum(map(len, self.queues))
+
+    @property
+    def placed(self) -> dict[int, str]:
+        """Page -> the name of the tier queue it sits in (a copy; pages in none left out)."""
+        return {page: QUEUES[code] for code, queue in enumerate(self.queues) for page in queue}  # type: ignore[misc]
+
+    def _compact(self) -> None:
+        """The touched pages kept once each (no decision for a long while)."""
+        self.touched, self.pool_touched = (p if isinstance(p, list) else p.tolist()
+                                           for p in (self._pending(self.touched), self._pending(self.pool_touched)))
+        self.held = [len(self.touched), len(self.pool_touched)]
+
+    def _pending(self, touched: list[int]) -> list[int] | np.ndarray:
+        """The pages of ``touched``, each once, in the order of their last touch (and ``touched``
+        emptied): a list when they are few, else an int64 array.  The entries were appended in touch
+        order (stamps rise along them), so a page's last touch is its last occurrence: found with a
+        scratch column (each page's last position written, then compared), no sort."""
+        if len(touched) <= self.few:  # few: in Python
+            pages = list(dict.fromkeys(reversed(touched)))
+            pages.reverse()
+            touched.clear()
+            return pages
+        ids = np.array(touched, dtype=np.int64)
+        touched.clear()
+        at = np.arange(len(ids))
+        last = self.last
+        last[ids] = -1
+        np.maximum.at(last, ids, at)  # a page touched again keeps its last position
+        return ids[last[ids] == at]  # type: ignore[no-any-return]
+
+    def _place(self, meta: PageMeta, code: int | None = None) -> None:
+        """File the page in its tier queue (``code``: that queue's, when the caller knows it) and its pool
+        membership, touching it there."""
+        page = meta.page
+        if page >= len(self.code):
+            self._ensure(page)
+        self.code_bytes[page] = new = CODES_OF[self._queue(meta)] if code is None else code
+        if self.touched:
+            self._touch_one(page, False)
+        else:  # ``_touch_one(page, False)`` inlined: nothing buffered, the page moved at once
+            self.clock += 1
+            self.stamp_cells[page] = self.clock
+            old = self.filed_bytes[page]
+            if old:
+                del self.queues[old][page]
+            if new:
+                self.queues[new][page] = None
+            if old != new:
+                self.filed_bytes[page] = new
+        pooled = self.pooled
+        if meta.pooled:
+            if page not in pooled:
+                pooled.add(page)
+                self.in_pool_bytes[page] = 1
+                self._touch_one(page, True)
+        elif page in pooled:
+            pooled.discard(page)
+            self.in_pool_bytes[page] = 0
+            self.order["pool"].pop(page, None)
+
+    def _flush(self, pool: bool) -> None:
+        """The buffered touches of the tier queues (``pool``: of the pool's) applied: the queues a
+        decision reads are as if every touch had moved its page at once.  (The other queues' touches
+        wait for a decision that reads them: applied later, in stamp order behind the pages not
+        touched since, they give the same order.)"""
+        if pool:
+            if self.pool_touched:
+                pool_queue = self.order["pool"]
+                pending = self._pending(self.pool_touched)
+                listed = filter(self.pooled.__contains__, pending) if isinstance(pending, list) else \
+                    pending[self.in_pool[pending]].tolist()
+                for page in listed:
+                    pool_queue.pop(page, None)
+                    pool_queue[page] = None
+            self.held[1] = 0
+            return
+        self.deciding = True
+        if self.touched:
+            queues = self.queues
+            pending = self._pending(self.touched)
+            if isinstance(pending, list):  # a few: page by page
+                code, filed_bytes = self.code_bytes, self.filed_bytes
+                for page in pending:
+                    new, old = code[page], filed_bytes[page]
+                    if old:
+                        del queues[old][page]
+                    if new:
+                        queues[new][page] = None
+                    if old != new:
+                        filed_bytes[page] = new
+            else:
+                self._file_many(pending)
+        self.held[0] = 0
+
+    def _file_many(self, pages: np.ndarray) -> None:
+        """Distinct ``pages`` (in touch order) out of the queues they sit in, then into their new ones in
+        that order, by the queue (each queue's pages by one bulk call)."""
+        queues, filed = self.queues, self.filed
+        news, olds = self.code[pages], filed[pages]
+        filed[pages] = news
+        counts = np.bincount(olds, minlength=len(QUEUES)).tolist()
+        for c in range(1, len(QUEUES)):
+            if counts[c]:
+                deque(map(queues[c].__delitem__, pages[olds == c].tolist()), 0)
+        counts = np.bincount(news, minlength=len(QUEUES)).tolist()
+        for c in range(1, len(QUEUES)):
+            if counts[c]:
+                queues[c].update(dict.fromkeys(pages[news == c].tolist()))
+
+    def on_insert(self, meta: PageMeta) -> None:
+        self._place(meta)
+
+    def on_access(self, meta: PageMeta, now: int) -> None:
+        page = meta.page
+        if page >= len(self.code):
+            self._ensure(page)
+        if self.code_bytes[page]:
+            self._touch_one(page, False)
+        if page in self.pooled:
+            self._touch_one(page, True)
+
+    def on_access_many(self, metas: Sequence[PageMeta], now: int) -> None:
+        # up to 8 pages: each page's tier touch, then its pool touch (as ``on_access`` one at a time);
+        # more: the tier touches of all, then their pool touches (the queues' orders are the same)
+        if len(metas) > self.eager:  # many: stamped with numpy (the ufunc's reduction: no Python wrapper)
+            idx = page_array(metas)
+            self._ensure(int(np.maximum.reduce(idx)))
+            self._touch_many(idx[self.code[idx] != 0], False)
+            if self.pooled:
+                self._touch_many(idx[self.in_pool[idx]], True)
+            return
+        pages = page_ids(metas)
+        if not pages:
+            return
+        top = max(pages)
+        if top >= len(self.code):
+            self._ensure(top)
+        code, pooled = self.code_bytes, self.pooled
+        if len(pages) <= 8 and not self.touched and not self.pool_touched:
+            # nothing buffered: each page moved at once (``_touch_one`` inlined)
+            clock, stamps, filed, queues = self.clock, self.stamp_cells, self.filed_bytes, self.queues
+            for page in pages:
+                new = code[page]
+                if new:
+                    clock += 1
+                    stamps[page] = clock
+                    old = filed[page]
+                    if old:
+                        del queues[old][page]
+                    queues[new][page] = None
+                    if old != new:
+                        filed[page] = new
+                if page in pooled:
+                    clock += 1
+                    self.pool_stamp_cells[page] = clock
+                    queue = self.order["pool"]
+                    queue.pop(page, None)
+                    queue[page] = None
+            self.clock = clock
+            return
+        if len(pages) <= 8:
+            touch = self._touch_one
+            for page in pages:
+                if code[page]:
+                    touch(page, False)
+                if page in pooled:
+                    touch(page, True)
+            return
+        self._touch_many([page for page in pages if code[page]], False)
+        if pooled:
+            self._touch_many([page for page in pages if page in pooled], True)
+
+    def on_written(self, fresh: Sequence[PageMeta], crossed: Sequence[PageMeta], pages: Sequence[PageMeta],
+                   now: int) -> None:
+        # each fresh page's queue written as insert-then-hold leaves it; its touches are those of the
+        # access that follows (a later touch of the same page supersedes an earlier one), except for a
+        # page in no queue, which the access skips: its insert's touch kept, ahead of the accesses.
+        # A fresh page in the pool, one not crossed or not accessed: the three notices in turn.
+        if not fresh:
+            self.on_access_many(pages, now)
+            return
+        fresh_pages = page_ids(fresh)
+        if len(crossed) != len(fresh_pages) or not self.pooled.isdisjoint(fresh_pages) or \
+                any(map(_POOLED, fresh)) or not set(fresh_pages).issubset(page_ids(pages)):
+            EvictionPolicy.on_written(self, fresh, crossed, pages, now)
+            return
+        top = max(fresh_pages)
+        if top >= len(self.code):
+            self._ensure(top)
+        code = self.code_bytes
+        for meta in fresh:
+            tier = meta.tier
+            new = HOT if tier == "gpu" else CODES_OF.get(tier, 0)
+            code[meta.page] = new
+            if not new:
+                self._touch_one(meta.page, False)
+        self.on_access_many(pages, now)
+
+    def on_update(self, meta: PageMeta) -> None:
+        tier = meta.tier  # ``on_update_many((meta,))`` inlined (a page admitted or evicted alone)
+        new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
+        page = meta.page
+        if page >= len(self.code):
+            self._ensure(page)
+        if self.code_bytes[page] != new or meta.pooled != (page in self.pooled):
+            self._place(meta, new)
+
+    def on_update_many(self, metas: Sequence[PageMeta]) -> None:
+        if not self.touched and not self.pool_touched:
+            self._update_at_once(metas)
+            return
+        pooled, place, code = self.pooled, self._place, self.code_bytes
+        for meta in metas:  # ``_queue`` inlined: a prefix attached or freed updates every page of it
+            tier = meta.tier
+            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
+            page = meta.page
+            if page >= len(code):
+                self._ensure(page)
+                code = self.code_bytes
+            if code[page] != new or meta.pooled != (page in pooled):
+                place(meta, new)
+
+    def _update_at_once(self, metas: Sequence[PageMeta]) -> None:
+        """``on_update_many`` while nothing is buffered: each page whose queue or pool membership changed
+        placed and moved at once, in order (``_place`` and its touches inlined)."""
+        pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
+        stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
+        clock = self.clock
+        for meta in metas:
+            tier = meta.tier
+            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
+            page = meta.page
+            if page >= len(code):
+                self._ensure(page)
+                code, filed, stamps, pool_stamps = self.code_bytes, self.filed_bytes, self.stamp_cells, \
+                    self.pool_stamp_cells
+            joins = meta.pooled
+            was = page in pooled
+            if code[page] == new and joins == was:
+                continue
+            code[page] = new
+            clock += 1
+            stamps[page] = clock
+            old = filed[page]
+            if old:
+                del queues[old][page]
+            if new:
+                queues[new][page] = None
+            if old != new:
+                filed[page] = new
+            if joins:
+                if not was:
+                    pooled.add(page)
+                    self.in_pool_bytes[page] = 1
+                    clock += 1
+                    pool_stamps[page] = clock
+                    pool_queue.pop(page, None)
+                    pool_queue[page] = None
+            elif was:
+                pooled.discard(page)
+                self.in_pool_bytes[page] = 0
+                pool_queue.pop(page, None)
+        self.clock = clock
+
+    def on_sealed_many(self, metas: Sequence[PageMeta]) -> None:
+        # the order reads only a page's tier, holders and pool membership, none of which a seal changes
+        # (a subclass that reads updates is told them)
+        if self.reads_updates:
+            self.on_update_many(metas)
+
+    def on_holders_many(self, metas: Sequence[PageMeta], crossed: Sequence[PageMeta]) -> None:
+        # only a page on the GPU that crossed changes queue (cold <-> hot): re-filed at once, in bulk;
+        # a page is on the GPU exactly when its queue is one of the GPU's (placed from its tier)
+        if not crossed:
+            return
+        new = HOT if crossed[0].holders else COLD
+        if len(crossed) <= self.eager:  # a page opened or a short prefix: scalar reads cost less than numpy's
+            pages = page_ids(crossed)
+            top = max(pages)
+            if top >= len(self.code):
+                self._ensure(top)
+            code = self.code_bytes
+            gpu = [page for page in pages if code[page] == HOT or code[page] == COLD]
+            for page in gpu:
+                code[page] = new
+            self._touch_many(gpu, False)
+            return
+        idx = page_array(crossed)
+        self._ensure(int(np.maximum.reduce(idx)))
+        codes = self.code[idx]
+        gpu_ids = idx[(codes == HOT) | (codes == COLD)]
+        if len(gpu_ids):
+            self.code[gpu_ids] = new
+            self._touch_many(gpu_ids, False)
+
+    def on_move(self, meta: PageMeta, old_tier: str) -> None:
+        self._place(meta)
+
+    def on_move_many(self, metas: Sequence[PageMeta], old_tiers: Sequence[str]) -> None:
+        # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
+        # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
+        if len(metas) <= 8:  # a few: one at a time costs less than the batch's lists
+            for meta in metas:
+                self._place(meta)
+            return
+        pages = page_ids(metas)
+        if list(map(_POOLED, metas)) != list(map(self.pooled.__contains__, pages)):
+            for meta in metas:
+                self._place(meta)
+            return
+        top = max(pages)
+        if top >= len(self.code):
+            self._ensure(top)
+        codes = [(HOT if meta.holders else COLD) if (tier := meta.tier) == "gpu" else TIER_CODES.get(tier, 0)
+                 for meta in metas]
+        if len(pages) <= self.eager:
+            code = self.code_bytes
+            for page, new in zip(pages, codes, strict=True):
+                code[page] = new
+            self._touch_many(pages, False)
+            return
+        idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
+        self.code[idx] = codes
+        self._touch_many(idx, False, at_once=True)  # (a room's moves: a decision soon reads the queues)
+
+    def on_remove(self, meta: PageMeta) -> None:
+        page = meta.page
+        self._ensure(page)
+        self.code_bytes[page] = 0  # a touch still buffered finds no queue and is skipped
+        self.in_pool_bytes[page] = 0
+        old = self.filed_bytes[page]
+        if old:
+            self.filed_bytes[page] = 0
+            del self.queues[old][page]
+        self.pooled.discard(page)
+        self.order["pool"].pop(page, None)
+
+    def propose_first(self, decision: str, k: int) -> list[int]:
+        self._flush(decision == "pool")
+        if decision == "gpu":
+            return list(islice(chain(self.order["gpu_cold"], self.order["gpu_hot"]), k))
+        return list(islice(self.order[decision], k))
+
+    def propose(self, decision: str) -> Iterator[int]:
+        self._flush(decision == "pool")
+        names = ("gpu_cold", "gpu_hot") if decision == "gpu" else (decision,)
+        seen: set[int] = set()
+        for name in names:
+            yield from _fresh(self.order[name], seen)
+
+    def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
+        if len(metas) < 8:  # a few: scalar updates cost less than numpy's fixed cost
+            for meta in metas:
+                self.on_remove(meta)
+            return
+        pages = [meta.page for meta in metas]
+        self._ensure(max(pages))
+        self.code[pages] = 0
+        self.in_pool[pages] = False
+        olds = self.filed[pages].tolist()
+        self.filed[pages] = 0
+        queues, pool = self.queues, self.order["pool"]
+        for page, old in zip(pages, olds, strict=True):
+            if old:
+                del queues[old][page]
+            pool.pop(page, None)
+        self.pooled.difference_update(pages)
+
+
+QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  # LRU's tier queues by code
+CODES = {name: code for code, name in enumerate(QUEUES) if name is not None}
+CODES_OF: dict[str | None, int] = {name: code for code, name in enumerate(QUEUES)}
+COLD, HOT = CODES["gpu_cold"], CODES["gpu_hot"]
+_POOLED = attrgetter("pooled")
+TIER_CODES = {"host": CODES["host"], "disk": CODES["disk"]}  # the queue of a page off the GPU on that tier
+
+
+def _codes(n: int) -> tuple[bytearray, np.ndarray]:
+    """A column of ``n`` queue codes, zero: its bytes and an int8 numpy view of them."""
+    raw = bytearray(n)
+    return raw, np.frombuffer(raw, dtype=np.int8)
+
+
+def _flags(n: int) -> tuple[bytearray, np.ndarray]:
+    """A column of ``n`` flags, False: its bytes and a bool numpy view of them."""
+    raw = bytearray(n)
+    return raw, np.frombuffer(raw, dtype=bool)
+
+
+def _stamps(n: int) -> tuple[array, np.ndarray]:
+    """A column of ``n`` stamps, zero: its cells (single writes cost less there) and an int64 numpy view."""
+    raw = array("q", bytes(8 * n))
+    return raw, np.frombuffer(raw, dtype=np.int64)
+
+
+def _fresh(queue: dict[int, None], seen: set[int], chunk: int = 4) -> Iterator[int]:
+    """The queue's ids in order, each once, while the consumer may change the queue between proposals
+    (read a chunk at a time from the front, the chunk doubling each time: the first proposal is
+    usually taken; what was already proposed is skipped)."""
+    while True:
+        batch = [p for p in islice(queue, len(seen) + chunk) if p not in seen]
+        if not batch:
+            return
+        for pid in batch:
+            if pid in queue and pid not in seen:
+                seen.add(pid)
+                yield pid
+        chunk = min(2 * chunk, 1024)
+
