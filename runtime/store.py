@@ -179,8 +179,20 @@ class MemoryPageStore:
         self.used[slot] = True
 
     def recompute(self, slot: int, depth: int, tokens: Sequence[int]) -> None:
-        """Rebuild the payload from the tokens."""
-        self.write(slot, expected_payload(tokens, depth, self.page_size))
+        """Rebuild the payload from the tokens: the slot's row of 64-bit entries written at once, each
+        ``token_payload``'s two little-endian words (low = token, high = position mix), zero-padded."""
+        c = self.page_size
+        n = len(tokens)
+        if n > c:
+            self.write(slot, expected_payload(tokens, depth, c))
+        else:
+            base = depth * c
+            row = [((((base + i) * 2654435761 + t) & 0xFFFFFFFF) << 32) | (t & 0xFFFFFFFF)
+                   for i, t in enumerate(tokens)]
+            if n < c:
+                row += [0] * (c - n)
+            self.entries[slot] = row
+            self.used[slot] = True
         self.compressed[slot] = False
 
     def read_prefix(self, slot: int, count: int) -> bytes:
