@@ -24,7 +24,7 @@ from morphcache.runtime.index import SealedRows
 from morphcache.runtime.pages import MetaColumns, PageRecord
 from morphcache.runtime.policy import PageMeta
 from morphcache.runtime.state import StateStore
-from morphcache.runtime.store import MemoryPageStore
+from morphcache.runtime.store import MemoryPageStore, expected_payload
 
 
 def _slots(cls: type) -> list[str]:
@@ -140,6 +140,25 @@ def test_a_run_written_at_once_is_written_page_by_page(seed: int) -> None:
             at, fill = at + step, 0
         run.write_run(slots, depth, offset, np.array(tokens, dtype=np.uint64))
         assert (one.buf == run.buf).all() and (one.used == run.used).all()
+
+
+def test_a_recomputed_page_holds_its_expected_payload() -> None:
+    """``MemoryPageStore.recompute`` writes the slot's whole row: the bytes ``expected_payload`` gives
+    (zero-padded), over a slot that held something else, for any token (negative, wider than 64 bits)."""
+    rng = random.Random(6)
+    for c in (1, 4, 5):
+        store = MemoryPageStore(6, c)
+        for _ in range(60):
+            slot, depth = rng.randrange(6), rng.randrange(1 << 20)
+            tokens = [rng.choice([rng.randrange(-(1 << 70), 1 << 70), rng.randrange(1 << 33), rng.randrange(9)])
+                      for _ in range(rng.randrange(c + 1))]
+            before = store.buf.copy()
+            store.buf[slot] = 7
+            store.compress(slot)
+            store.recompute(slot, depth, tokens)
+            assert store.read(slot) == expected_payload(tokens, depth, c) and not store.compressed[slot]
+            others = np.arange(6) != slot
+            assert (store.buf[others] == before[others]).all()
 
 
 def test_a_writes_keys_are_its_pages_chain_hashes() -> None:
