@@ -34,6 +34,7 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
+from morphcache.spec.expr import Reduce, walk
 from morphcache.spec.pycode import source
 
 from .compiler import CompiledEvent
@@ -85,6 +86,48 @@ def hoisted(texts: list[str], store: Any = None, scope: dict[str, Any] | None = 
 def guard_source(ev: CompiledEvent) -> str:
     """The event's guard inlined: its conjuncts, in order, short-circuiting as the compiled guard."""
     return " and ".join(f"({inline(c.expr)})" for c in ev.conjuncts) or "True"
+
+
+def guard_parts(ev: CompiledEvent) -> list[tuple[str, ...]]:
+    """The event's guard inlined as the plan evaluates it: runs of conjuncts as one expression
+    (``("expr", text)``), and a conjunct that is an ``all``/``any`` with no reduction inside as a loop
+    (``(kind, local, ids, body)``), in the conjuncts' order, short-circuiting as the compiled guard,
+    with no generator built::
+
+        all(implies(block[s, p] == 'in', ...) for s in readers)   ->   for _s0 in _ids(n, '@dom3', None):
+                                                                         if not (body): <refuse>
+    """
+    parts: list[tuple[str, ...]] = []
+    run: list[str] = []
+    for c in ev.conjuncts:
+        e = c.expr
+        if isinstance(e, Reduce) and e.kind in ("all", "any") and not any(
+                isinstance(x, Reduce) for x in walk(e.body)):
+            if run:
+                parts.append(("expr", " and ".join(run)))
+                run = []
+            local = f"_{e.var}0"  # replaced before the event's own r and p (the bound name may be either)
+            body = source(e.body).replace(f"n[{e.var!r}]", local).replace("n['r']", "r").replace("n['p']", "p")
+            parts.append((e.kind, local, f"_ids(n, {e.domain!r}, None)", body))
+        else:
+            run.append(f"({inline(e)})")
+    if run or not parts:
+        parts.append(("expr", " and ".join(run) or "True"))
+    return parts
+
+
+def guard_lines(parts: list[tuple[str, ...]], texts: list[str], refuse: str) -> list[str]:
+    """The guard as statements: ``refuse`` (a ``return`` or ``raise``) where it fails; ``texts``: the
+    parts' expressions as ``hoisted`` rewrote them."""
+    out: list[str] = []
+    for part, text in zip(parts, texts, strict=True):
+        if part[0] == "expr":
+            out.append(f"if not ({text}): {refuse}")
+        elif part[0] == "all":
+            out += [f"for {part[1]} in {part[2]}:", f"    if not ({text}): {refuse}"]
+        else:
+            out += [f"for {part[1]} in {part[2]}:", f"    if {text}: break", "else:", f"    {refuse}"]
+    return out
 
 
 class PlanContext:
@@ -187,14 +230,16 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
     body = bind_lines(pipe, ev, not propose, scope, t)
-    reads, (guard, *values) = hoisted([guard_source(ev), *(inline(eff.expr) for eff, _, _, _ in effects)],
-                                      pipe.store, scope)
+    parts = guard_parts(ev)
+    reads, texts = hoisted([*(part[-1] for part in parts), *(inline(eff.expr) for eff, _, _, _ in effects)],
+                           pipe.store, scope)
+    guard, values = texts[:len(parts)], texts[len(parts):]
     if propose:
         body = ["params = None", *body, f"if {owner_read(ev)} not in SOURCES{t}: return False", *reads,
-                f"if not ({guard}): return False"]
+                *guard_lines(parts, guard, "return False")]
     else:
         body += [f"s = {owner_read(ev)}", f"if s not in SOURCES{t}: raise refusals.source(ev{t}, r, p, s)", *reads,
-                 f"if not ({guard}): raise refusals.guard(ev{t}, r, p, n)"]
+                 *guard_lines(parts, guard, f"raise refusals.guard(ev{t}, r, p, n)")]
     if pipe.strict:
         body.append(f"steps(ev{t}, r, p, n)")
     for i, (eff, _kind, lo, hi) in enumerate(effects):

@@ -79,7 +79,7 @@ class Morphology:
                     del pooled[pid]
                 rec = find(pid)
                 if rec is not None:
-                    rec.meta.pooled = now
+                    rec.pooled = now
                     changed.append(rec)
         if len(changed) == 1:
             self.seam.updated(changed[0])
@@ -95,10 +95,10 @@ class Morphology:
             del pooled[gone]
             pooled[came] = None
             rec = records[gone]
-            rec.meta.pooled = False
+            rec.pooled = False
             changed.append(rec)
             rec = records[came]
-            rec.meta.pooled = True
+            rec.pooled = True
             changed.append(rec)
         self.seam.updated_many(changed)
 

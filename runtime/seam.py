@@ -51,8 +51,8 @@ class PolicySeam:
 
     def inserted(self, rec: PageRecord) -> None:
         """A page now exists."""
-        rec.meta.created = rec.meta.last_use = self.now
-        self.policy.on_insert(rec.meta)
+        rec.created = rec.last_use = self.now
+        self.policy.on_insert(rec)
 
     def writing(self, fresh: Sequence[PageRecord]) -> None:
         """A write committed, before its records take their tokens: ``inserted`` for each of ``fresh``
@@ -91,7 +91,7 @@ class PolicySeam:
             metas: Sequence[PageMeta] = fresh
         else:
             for rec in fresh:
-                rec.meta.created = rec.meta.last_use = now
+                rec.created = rec.last_use = now
             metas, crossed = self._hold([rec.pid for rec in fresh], 1)  # type: ignore[assignment]
         self.now = now + 1
         self.policy.on_written(metas, crossed, self._touch(pids), now + 1)
@@ -120,7 +120,7 @@ class PolicySeam:
 
     def updated(self, rec: PageRecord) -> None:
         """Something other than the tier changed in the page's metadata."""
-        self.policy.on_update(rec.meta)
+        self.policy.on_update(rec)
 
     def updated_many(self, recs: Sequence[PageRecord]) -> None:
         """``updated`` for each of ``recs``, in order."""
@@ -157,7 +157,7 @@ class PolicySeam:
 
     def moved(self, rec: PageRecord, tier: str) -> None:
         """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""
-        meta = rec.meta
+        meta = rec
         old, meta.tier = meta.tier, tier
         if old != tier:
             self.policy.on_move(meta, old)
@@ -172,7 +172,7 @@ class PolicySeam:
         if len(recs) <= 8:  # a few: one pass
             metas, olds = [], []
             for rec, tier in zip(recs, tiers, strict=True):
-                meta = rec.meta
+                meta = rec
                 if meta.tier != tier:
                     olds.append(meta.tier)
                     meta.tier = tier
@@ -191,7 +191,7 @@ class PolicySeam:
 
     def removed(self, rec: PageRecord) -> None:
         """The page is forgotten."""
-        self.policy.on_remove(rec.meta)
+        self.policy.on_remove(rec)
 
     def removed_many(self, recs: Sequence[PageRecord]) -> None:
         """Pages are forgotten (``removed`` for each, in order)."""
@@ -243,7 +243,7 @@ class PolicySeam:
             rec = find(pid)
             if rec is None:
                 reason = "unknown page"
-            elif (tier is not None and rec.meta.tier != tier) or (decision == "pool" and not rec.meta.pooled):
+            elif (tier is not None and rec.tier != tier) or (decision == "pool" and not rec.pooled):
                 reason = "not in pool" if decision == "pool" else "not in tier"
             elif pid in protect:
                 reason = "protected"  # the operation that needs the room uses it

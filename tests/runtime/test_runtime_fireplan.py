@@ -115,3 +115,22 @@ def test_a_pending_page_is_evaluated_before_a_plan_reads_the_tracked_value() -> 
     """An ``open`` leaves its page pending for the reader's ``next_block_free``; a second ``open`` at
     the same frontier is refused by the generated plan exactly as by the general code."""
     assert [second_open(True), second_open(False)] == [["fired", "refused"]] * 2
+
+
+def test_a_quantifier_in_line_holds_where_its_generator_does() -> None:
+    """A guard's ``all``/``any`` conjunct as a plan's loop (``guard_lines``) against the generator form,
+    after a plain conjunct, on random domains (the empty one included)."""
+    from morphcache.runtime.fireplan import guard_lines
+
+    rng = random.Random(3)
+    for kind in ("all", "any"):
+        parts = [("expr", "head"), (kind, "_s0", "ids", "body[_s0]")]
+        lines = [*guard_lines(parts, [p[-1] for p in parts], "return False"), "return True"]
+        text = "def _g(head, ids, body):\n" + "".join(f"    {line}\n" for line in lines)
+        scope: dict[str, Any] = {}
+        exec(compile(text, "<test>", "exec"), scope)  # noqa: S102 - the lines under test
+        for _ in range(200):
+            body = [rng.random() < 0.7 for _ in range(rng.randrange(4))]
+            head = rng.random() < 0.8
+            quant = all(body) if kind == "all" else any(body)
+            assert scope["_g"](head, range(len(body)), body) == bool(head and quant), (kind, head, body)
