@@ -114,7 +114,7 @@ class LRUPolicy(EvictionPolicy):
             self.pool_touched.append(page)
         else:
             self.stamp_cells[page] = clock
-            if not self.touched:
+            if not self.touched:  # ``_file_each`` inlined (the hottest single touch)
                 new, old = self.code_bytes[page], self.filed_bytes[page]
                 if old:
                     del self.queues[old][page]
@@ -154,17 +154,11 @@ class LRUPolicy(EvictionPolicy):
                     queue.pop(page, None)
                     queue[page] = None
             else:
-                cells, code, filed, queues = self.stamp_cells, self.code_bytes, self.filed_bytes, self.queues
-                for page in (pages if isinstance(pages, list) else pages.tolist()):
+                cells, listed = self.stamp_cells, (pages if isinstance(pages, list) else pages.tolist())
+                for page in listed:
                     clock += 1
                     cells[page] = clock
-                    new, old = code[page], filed[page]
-                    if old:
-                        del queues[old][page]
-                    if new:
-                        queues[new][page] = None
-                    if old != new:
-                        filed[page] = new
+                self._file_each(listed)
             self.clock = clock
             return
         (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
@@ -214,19 +208,8 @@ class LRUPolicy(EvictionPolicy):
         page = meta.page
         if page >= len(self.code):
             self._ensure(page)
-        self.code_bytes[page] = new = CODES_OF[self._queue(meta)] if code is None else code
-        if self.touched:
-            self._touch_one(page, False)
-        else:  # ``_touch_one(page, False)`` inlined: nothing buffered, the page moved at once
-            self.clock += 1
-            self.stamp_cells[page] = self.clock
-            old = self.filed_bytes[page]
-            if old:
-                del self.queues[old][page]
-            if new:
-                self.queues[new][page] = None
-            if old != new:
-                self.filed_bytes[page] = new
+        self.code_bytes[page] = CODES_OF[self._queue(meta)] if code is None else code
+        self._touch_one(page, False)
         pooled = self.pooled
         if meta.pooled:
             if page not in pooled:
@@ -256,21 +239,25 @@ class LRUPolicy(EvictionPolicy):
             return
         self.deciding = True
         if self.touched:
-            queues = self.queues
             pending = self._pending(self.touched)
             if isinstance(pending, list):  # a few: page by page
-                code, filed_bytes = self.code_bytes, self.filed_bytes
-                for page in pending:
-                    new, old = code[page], filed_bytes[page]
-                    if old:
-                        del queues[old][page]
-                    if new:
-                        queues[new][page] = None
-                    if old != new:
-                        filed_bytes[page] = new
+                self._file_each(pending)
             else:
                 self._file_many(pending)
         self.held[0] = 0
+
+    def _file_each(self, pages: Sequence[int]) -> None:
+        """Distinct ``pages`` (in touch order), each out of the queue it sits in and into its new one, in
+        Python (a few)."""
+        code, filed, queues = self.code_bytes, self.filed_bytes, self.queues
+        for page in pages:
+            new, old = code[page], filed[page]
+            if old:
+                del queues[old][page]
+            if new:
+                queues[new][page] = None
+            if old != new:
+                filed[page] = new
 
     def _file_many(self, pages: np.ndarray) -> None:
         """Distinct ``pages`` (in touch order) out of the queues they sit in, then into their new ones in
