@@ -72,8 +72,9 @@ class KeyTable:
         self.live += 1
 
     def add_many(self, keys: list[int], pids: list[int]) -> None:
-        """``add(key, pid)`` for each of ``keys`` and ``pids``, in order: ``_place``'s moves in line, a table
-        due to grow (or a key that finds no slot) by ``add``."""
+        """``add(key, pid)`` for each of ``keys`` and ``pids``, in order: a key whose own two slots are both
+        taken goes through ``_place`` (its moves), a table due to grow (or a key left homeless) as ``add``
+        grows it; the free-slot case, most keys, in line."""
         shift, mask = 64 - self.bits, (1 << 64) - 1
         slot_keys, slot_pages, room, live = self.key_slots, self.page_slots, 2 * len(self.page_slots), self.live
         for key, pid in zip(keys, pids, strict=True):
@@ -88,24 +89,17 @@ class KeyTable:
                     slot_keys[lo], slot_pages[lo] = key, pid
                     live += 1
                     continue
-                for _ in range(MOVES):  # _place's moves: the occupant of ``at`` to its other slot, and so on
-                    key, slot_keys[at] = slot_keys[at], key
-                    pid, slot_pages[at] = slot_pages[at], pid
-                    hi = key >> shift
-                    at = ((key * M) & mask) >> shift if at == hi else hi
-                    if slot_pages[at] < 0:
-                        slot_keys[at], slot_pages[at] = key, pid
-                        break
-                else:  # homeless after MOVES moves: the table grows with it
-                    self.live = live
-                    self._rebuild(self.bits + 1, [(key, pid)])
-                    shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots
-                    room, live = 2 * len(slot_pages), self.live
-                live += 1
-                continue
-            self.live = live
-            self.add(key, pid)  # (it grows the table: its slots read again)
-            shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots
+                homeless = self._place(key, pid)
+                if homeless is None:
+                    live += 1
+                    continue
+                self.live = live
+                self._rebuild(self.bits + 1, [homeless])  # the table grows with it
+                self.live += 1
+            else:
+                self.live = live
+                self.add(key, pid)  # (it grows the table)
+            shift, slot_keys, slot_pages = 64 - self.bits, self.key_slots, self.page_slots  # its slots read again
             room, live = 2 * len(slot_pages), self.live
         self.live = live
 

@@ -103,6 +103,26 @@ def test_key_table_remove_many_one_at_a_time_and_vectorized(picks: list[int], bi
         assert table.keys.tolist() == tables[0].keys.tolist()
         assert table.pages.tolist() == tables[0].pages.tolist()
 
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=200), st.integers(1, 3), st.randoms(use_true_random=False))
+def test_key_table_add_many_is_add_one_at_a_time(picks: list[int], bits: int, rng: random.Random) -> None:
+    """``add_many`` leaves the table as ``add`` one at a time does: the same slots, the same growth
+    (keys sharing slots, so that some go through the moves and some are left homeless)."""
+    near = [(p << 58) | 5 for p in range(8)] + [(3 << 58) | p for p in range(8)] + [0, 1 << 63]
+    keys = list(dict.fromkeys(near[p % len(near)] if p < 18 else rng.randrange(1 << 64) for p in picks))
+    start = rng.randrange(len(keys) + 1)  # some entered before, one at a time, in both tables
+    one, many = KeyTable(bits), KeyTable(bits)
+    for table in (one, many):
+        for pid, key in enumerate(keys[:start]):
+            table.add(key, pid)
+    for pid, key in enumerate(keys[start:], start):
+        one.add(key, pid)
+    many.add_many(keys[start:], list(range(start, len(keys))))
+    assert (many.bits, many.live) == (one.bits, one.live)
+    assert many.keys.tolist() == one.keys.tolist()
+    assert many.pages.tolist() == one.pages.tolist()
+
+
 def _constant_digest(monkeypatch: pytest.MonkeyPatch, value: int) -> None:
     """Every page digest ``value``: the keys say only the depth, every key at a depth collides."""
     monkeypatch.setattr(chainhash, "page_digest", lambda tokens: value)
