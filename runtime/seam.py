@@ -157,10 +157,9 @@ class PolicySeam:
 
     def moved(self, rec: PageRecord, tier: str) -> None:
         """The page's payload moved to ``tier`` (``"dropped"``: it is gone)."""
-        meta = rec
-        old, meta.tier = meta.tier, tier
+        old, rec.tier = rec.tier, tier
         if old != tier:
-            self.policy.on_move(meta, old)
+            self.policy.on_move(rec, old)
 
     def moved_many(self, recs: Sequence[PageRecord], tiers: Sequence[str]) -> None:
         """``moved`` for each of ``recs`` (distinct pages) to its tier in ``tiers``, in order; the policy
@@ -171,12 +170,11 @@ class PolicySeam:
             return
         if len(recs) <= 8:  # a few: one pass
             metas, olds = [], []
-            for rec, tier in zip(recs, tiers, strict=True):
-                meta = rec
-                if meta.tier != tier:
-                    olds.append(meta.tier)
-                    meta.tier = tier
-                    metas.append(meta)
+            for rec, tier in zip(recs, tiers, strict=True):  # (a record is its own PageMeta)
+                if rec.tier != tier:
+                    olds.append(rec.tier)
+                    rec.tier = tier
+                    metas.append(rec)
             if metas:
                 self.policy.on_move_many(metas, olds)
             return

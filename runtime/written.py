@@ -19,7 +19,7 @@ A write's pages are one run of positions, each the block after the one before (C
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -111,13 +111,10 @@ class WrittenPages:
 
     def _typed(self, recs: list[PageRecord], fill: int, kinds: list[str | None]) -> None:
         """Each page's types joined by the kinds of the tokens it took."""
-        c, n, at = self.C, len(kinds), 0
-        for rec in recs:
-            end = min(at + c - fill, n)
+        for rec, _, at, end in _spans(recs, fill, len(kinds), self.C):
             part = kinds[at:end]
             if any(part):
                 rec.types = rec.types | {k for k in part if k}
-            at, fill = end, 0
 
     def write_data(self, recs: list[PageRecord], fill: int, tokens: Sequence[int]) -> None:
         """The bytes of one write to the data plane: ``tokens`` from offset ``fill`` of the first of
@@ -151,11 +148,12 @@ class WrittenPages:
                 depths = pos // c
                 many(slots[depths - first.depth], depths, pos - depths * c, flat)
                 return
-        write, c, at = data.write_tokens, self.C, 0
-        for rec in recs:
-            end = min(at + c - fill, n)
-            write(rec.gpu_slot, rec.depth, fill, tokens if len(recs) == 1 else tokens[at:end])
-            at, fill = end, 0
+        write = data.write_tokens
+        if len(recs) == 1:
+            write(recs[0].gpu_slot, recs[0].depth, fill, tokens)
+            return
+        for rec, offset, at, end in _spans(recs, fill, n, self.C):
+            write(rec.gpu_slot, rec.depth, offset, tokens[at:end])
 
     def sealed_many(self, recs: list[PageRecord], rows: np.ndarray | None = None) -> None:
         """Pages that took their last token (committed): their hashes into the index, then their
@@ -187,3 +185,16 @@ class WrittenPages:
 
 
 _PID = attrgetter("pid")
+
+
+def _spans(recs: list[PageRecord], fill: int, n: int, c: int) -> Iterator[tuple[PageRecord, int, int, int]]:
+    """Each page of one write of ``n`` tokens (the first filled to ``fill`` before it), with the offset it
+    is written from and the slice ``[at, end)`` of the write's tokens it takes::
+
+        fill 2, 7 tokens, C = 4:   (page 0, 2, 0, 2)  (page 1, 0, 2, 6)  (page 2, 0, 6, 7)
+    """
+    at = 0
+    for rec in recs:
+        end = min(at + c - fill, n)
+        yield rec, fill, at, end
+        at, fill = end, 0
