@@ -106,6 +106,20 @@ def test_lru_keeps_its_order_with_pages_held_and_freed(make_manager: Callable[..
     m.check_integrity()
 
 
+def inserted(metas: dict[int, tuple[PageMeta, PageMeta]], pols: tuple[EvictionPolicy, EvictionPolicy],
+             pids: list[int], pooled_every: int, held_every: int = 0) -> None:
+    """Both policies told of each new page of ``pids`` (a copy of its metadata each, kept in ``metas``):
+    pooled when its id is a multiple of ``pooled_every``, held (one holder) when one of ``held_every``."""
+    for pid in pids:
+        if pid not in metas:
+            metas[pid] = (PageMeta(pid, 0), PageMeta(pid, 0))
+            for meta, pol in zip(metas[pid], pols, strict=True):
+                meta.pooled = pid % pooled_every == 0
+                if held_every:
+                    meta.holders = pid % held_every == 0
+                pol.on_insert(meta)
+
+
 def moved(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, EvictionPolicy], tier: str) -> None:
     """Both policies told that their copy of a page moved to ``tier`` (nothing when it is there)."""
     for meta, pol in zip(pair, pols, strict=True):
@@ -220,12 +234,7 @@ def test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed: int) ->
     for step in range(800):
         op = rng.random()
         if op < 0.2 or not metas:
-            for pid in rng.sample(range(600), rng.choice([1, 5, 40])):
-                if pid not in metas:
-                    metas[pid] = (PageMeta(pid, 0), PageMeta(pid, 0))
-                    for meta, pol in zip(metas[pid], (bulk, single), strict=True):
-                        meta.pooled = pid % 3 == 0
-                        pol.on_insert(meta)
+            inserted(metas, (bulk, single), rng.sample(range(600), rng.choice([1, 5, 40])), pooled_every=3)
         elif op < 0.45:
             for pid in rng.sample(sorted(metas), min(len(metas), rng.choice([1, 4, 30]))):
                 tier = rng.choice(["gpu", "host", "disk", "dropped", "offloading"])
@@ -315,13 +324,8 @@ def test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed: in
     for step in range(500):
         op = rng.random()
         if op < 0.2 or not metas:
-            for pid in rng.sample(range(900), rng.choice([1, 5, 80])):
-                if pid not in metas:
-                    metas[pid] = (PageMeta(pid, 0), PageMeta(pid, 0))
-                    for meta, pol in zip(metas[pid], (bulk, single), strict=True):
-                        meta.pooled = pid % 4 == 0
-                        meta.holders = pid % 3 == 0
-                        pol.on_insert(meta)
+            inserted(metas, (bulk, single), rng.sample(range(900), rng.choice([1, 5, 80])), pooled_every=4,
+                     held_every=3)
         elif op < 0.5:
             pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 3, 9, 70, 150])))
             tiers = [rng.choice(["gpu", "host", "disk", "dropped", "offloading"]) for _ in pids]
