@@ -31,12 +31,13 @@ def checksum(data: bytes) -> int:
 
 
 _PACK = struct.Struct("<II").pack
-_LOW, _MIX, _HIGH = np.uint64(0xFFFFFFFF), np.uint64(2654435761), np.uint64(32)
+MIX, LOW = 2654435761, 0xFFFFFFFF  # a token's high word: (position * MIX + token) & LOW; its low word token & LOW
+_LOW, _MIX, _HIGH = np.uint64(LOW), np.uint64(MIX), np.uint64(32)
 
 
 def token_payload(token: int, position: int) -> bytes:
     """The default store's bytes for ``token`` at absolute ``position``."""
-    return _PACK(token & 0xFFFFFFFF, (position * 2654435761 + token) & 0xFFFFFFFF)
+    return _PACK(token & LOW, (position * MIX + token) & LOW)
 
 
 def expected_payload(tokens: Sequence[int], depth: int, page_size: int) -> bytes:
@@ -115,8 +116,8 @@ class MemoryPageStore:
             if tok is not None:
                 pos = np.arange(base, base + n, dtype=np.uint64)
                 words = self.words[slot, offset: offset + n]
-                words[:, 0] = tok & 0xFFFFFFFF
-                words[:, 1] = (pos * np.uint64(2654435761) + tok) & 0xFFFFFFFF
+                words[:, 0] = tok & _LOW
+                words[:, 1] = (pos * _MIX + tok) & _LOW
                 return
         if n == 1:
             chunk = token_payload(tokens[0], base)
@@ -187,8 +188,7 @@ class MemoryPageStore:
             self.write(slot, expected_payload(tokens, depth, c))
         else:
             base = depth * c
-            row = [((((base + i) * 2654435761 + t) & 0xFFFFFFFF) << 32) | (t & 0xFFFFFFFF)
-                   for i, t in enumerate(tokens)]
+            row = [((((base + i) * MIX + t) & LOW) << 32) | (t & LOW) for i, t in enumerate(tokens)]
             if n < c:
                 row += [0] * (c - n)
             self.entries[slot] = row
