@@ -54,10 +54,12 @@ def _ids(n: Any, domain: str, bound: dict[str, Any] | None = None) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def inline(e: Any) -> str:
+def inline(e: Any, bound: tuple[str, str] | None = None) -> str:
     """The generated source of a compiled expression, reading the event's reader and page from the
-    plan's arguments (the names hold the same values: the plan bound them first)."""
-    return source(e).replace("n['r']", "r").replace("n['p']", "p")
+    plan's arguments (the names hold the same values: the plan bound them first); ``bound``: a
+    quantifier's variable and the local that holds it, replaced first (the variable may be named r or p)."""
+    text = source(e) if bound is None else source(e).replace(f"n[{bound[0]!r}]", bound[1])
+    return text.replace("n['r']", "r").replace("n['p']", "p")
 
 
 _READ = re.compile(r"a\[('[\w@]+')\]\[(r|p|\(r, p\))\]")  # a state read at the firing's reader and page
@@ -106,9 +108,8 @@ def guard_parts(ev: CompiledEvent) -> list[tuple[str, ...]]:
             if run:
                 parts.append(("expr", " and ".join(run)))
                 run = []
-            local = f"_{e.var}0"  # replaced before the event's own r and p (the bound name may be either)
-            body = source(e.body).replace(f"n[{e.var!r}]", local).replace("n['r']", "r").replace("n['p']", "p")
-            parts.append((e.kind, local, f"_ids(n, {e.domain!r}, None)", body))
+            local = f"_{e.var}0"
+            parts.append((e.kind, local, f"_ids(n, {e.domain!r}, None)", inline(e.body, (e.var, local))))
         else:
             run.append(f"({inline(e)})")
     if run or not parts:

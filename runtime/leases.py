@@ -51,14 +51,14 @@ class LeaseBook:
         ``reader``; the spec's refusal otherwise."""
         pipe = self.pipe
         ids = frozen(full)  # one read-only copy: the lease's rows and the Lease share it
-        if tail is None:  # one batch alone is all or nothing already (a lookup's lease)
-            if len(ids):
+        if len(ids) and tail is not None:  # both: one transaction
+            with pipe.atomic():
                 pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
-        else:
-            with pipe.atomic() if len(ids) else nullcontext():
-                if len(ids):
-                    pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
                 pipe.fire("acquire_tail", reader.rid, tail)
+        elif len(ids):  # one batch alone is all or nothing already (a lookup's lease)
+            pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
+        elif tail is not None:
+            pipe.fire("acquire_tail", reader.rid, tail)
         gens = self.store.vecs[GEN][ids]
         gens.flags.writeable = False  # a fresh array, now the Lease's own
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
