@@ -27,108 +27,23 @@ when it is built: ``Pipeline.watch`` drops the plans built so far.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections import Counter
 from collections.abc import Callable
-from types import CodeType
 from typing import Any
 
-from morphcache.spec.expr import Reduce, walk
-from morphcache.spec.pycode import source
-
 from .compiler import CompiledEvent
-from .trackplan import ask_lines, direct_rp
+from .guardplan import guard_lines, guard_parts, guard_source, hoisted, ids_of, indexed_part, inline
+from .plancompile import CODE as _CODE  # every plan's source and code (kept under this name: tools read it)
+from .plancompile import compile_plan
+from .trackplan import ask_lines
 from .trackplan import upkeep_lines as track_upkeep
+
+__all__ = ["_CODE", "AllowPlan", "FirePlan", "PlanContext", "apply_lines", "bind_lines", "build_allowed",
+           "build_fire", "compile_plan", "fire_lines", "guard_source", "hoisted", "inline", "owner_read",
+           "upkeep_lines", "write_lines"]
 
 FirePlan = Callable[[Any, Any, Any, Any], None]
 AllowPlan = Callable[[Any, Any], bool]
-
-
-def _ids(n: Any, domain: str, bound: dict[str, Any] | None = None) -> Any:
-    """The ids a reduction in an inlined expression ranges over (as the generated expressions' own)."""
-    ids = n[domain]
-    if callable(ids):
-        ids = ids({**n, **bound} if bound else n)
-    return range(ids) if isinstance(ids, int) else ids
-
-
-@functools.lru_cache(maxsize=4096)
-def inline(e: Any, bound: tuple[str, str] | None = None) -> str:
-    """The generated source of a compiled expression, reading the event's reader and page from the
-    plan's arguments (the names hold the same values: the plan bound them first); ``bound``: a
-    quantifier's variable and the local that holds it, replaced first (the variable may be named r or p)."""
-    text = source(e) if bound is None else source(e).replace(f"n[{bound[0]!r}]", bound[1])
-    return text.replace("n['r']", "r").replace("n['p']", "p")
-
-
-_READ = re.compile(r"a\[('[\w@]+')\]\[(r|p|\(r, p\))\]")  # a state read at the firing's reader and page
-
-
-def hoisted(texts: list[str], store: Any = None, scope: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
-    """The reads of state at ``r``, ``p`` or ``(r, p)`` made more than once in ``texts`` (the inlined
-    expressions one firing evaluates before it writes anything: its guard and effects, which read one
-    state), each made once into a local (``x<i> = a['fill'][p]``), and the texts reading the locals::
-
-        (a['fill'][p] < 15) and ((a['fill'][p] + d) < 15)   ->   x0 = a['fill'][p]
-                                                                 (x0 < 15) and ((x0 + d) < 15)
-    """
-    counts = Counter(m.group(0) for text in texts for m in _READ.finditer(text))
-    lines: list[str] = []
-    for read, count in sorted(counts.items()):
-        if count > 1:
-            local = f"x{len(lines)}"
-            lines.append(f"{local} = {read}")
-            texts = [text.replace(read, local) for text in texts]
-    if store is not None and scope is not None:  # (reader, page) reads of dict rows in line (trackplan.py)
-        lines, texts = [direct_rp(x, store, scope) for x in lines], [direct_rp(x, store, scope) for x in texts]
-    return lines, texts
-
-
-def guard_source(ev: CompiledEvent) -> str:
-    """The event's guard inlined: its conjuncts, in order, short-circuiting as the compiled guard."""
-    return " and ".join(f"({inline(c.expr)})" for c in ev.conjuncts) or "True"
-
-
-def guard_parts(ev: CompiledEvent) -> list[tuple[str, ...]]:
-    """The event's guard inlined as the plan evaluates it: runs of conjuncts as one expression
-    (``("expr", text)``), and a conjunct that is an ``all``/``any`` with no reduction inside as a loop
-    (``(kind, local, ids, body)``), in the conjuncts' order, short-circuiting as the compiled guard,
-    with no generator built::
-
-        all(implies(block[s, p] == 'in', ...) for s in readers)   ->   for _s0 in _ids(n, '@dom3', None):
-                                                                         if not (body): <refuse>
-    """
-    parts: list[tuple[str, ...]] = []
-    run: list[str] = []
-    for c in ev.conjuncts:
-        e = c.expr
-        if isinstance(e, Reduce) and e.kind in ("all", "any") and not any(
-                isinstance(x, Reduce) for x in walk(e.body)):
-            if run:
-                parts.append(("expr", " and ".join(run)))
-                run = []
-            local = f"_{e.var}0"
-            parts.append((e.kind, local, f"_ids(n, {e.domain!r}, None)", inline(e.body, (e.var, local))))
-        else:
-            run.append(f"({inline(e)})")
-    if run or not parts:
-        parts.append(("expr", " and ".join(run) or "True"))
-    return parts
-
-
-def guard_lines(parts: list[tuple[str, ...]], texts: list[str], refuse: str) -> list[str]:
-    """The guard as statements: ``refuse`` (a ``return`` or ``raise``) where it fails; ``texts``: the
-    parts' expressions as ``hoisted`` rewrote them."""
-    out: list[str] = []
-    for part, text in zip(parts, texts, strict=True):
-        if part[0] == "expr":
-            out.append(f"if not ({text}): {refuse}")
-        elif part[0] == "all":
-            out += [f"for {part[1]} in {part[2]}:", f"    if not ({text}): {refuse}"]
-        else:
-            out += [f"for {part[1]} in {part[2]}:", f"    if {text}: break", "else:", f"    {refuse}"]
-    return out
 
 
 class PlanContext:
@@ -149,7 +64,7 @@ class PlanContext:
             "set_rp": store.set_rp, "rp_value": store.rp_value, "rp_has": store.rp_has, "names": names,
             "bind": names.bind, "inc_value": names.inc.value, f"ev{t}": ev, f"guard{t}": ev.guard,
             f"SOURCES{t}": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
-            "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": _ids,
+            "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": ids_of,
         }
 
 
@@ -178,40 +93,74 @@ def owner_read(ev: CompiledEvent) -> str:
 
 
 def write_lines(name: str, kind: str, value: str, watchers: int, t: str = "") -> list[str]:
-    """One journaled write of ``name`` (index kind ``kind``; a page or reader column's journal read into
-    ``j`` before), then its watchers (``w_<name>_<i><t>``)."""
+    """One write of ``name`` (index kind ``kind``), then its watchers (``w_<name>_<i><t>``); a page or
+    reader column's journal entry is made by ``journal_lines`` before it (the column read by name:
+    ``compile_plan`` binds it)."""
     if kind == "p":
-        out = [f"c = cols[{name!r}]", f"if j is not None: j.append(('p', {name!r}, p, c[p]))", f"c[p] = {value}"]
-        index = "p"
+        out, index = [f"cols[{name!r}][p] = {value}"], "p"
     elif kind == "r":
-        out = [f"c = rcols[{name!r}]", f"if j is not None: j.append(('r', {name!r}, r, c[r]))", f"c[r] = {value}"]
-        index = "r"
+        out, index = [f"rcols[{name!r}][r] = {value}"], "r"
     else:
-        out = [f"set_rp({name!r}, r, p, {value})"]
-        index = "(r, p)"
-    out += [f"w_{name}_{i}{t}({index})" for i in range(watchers)]
-    return out
+        out, index = [f"set_rp({name!r}, r, p, {value})"], "(r, p)"
+    return out + [f"w_{name}_{i}{t}({index})" for i in range(watchers)]
+
+
+def journal_lines(writes: list[tuple[str, str, str | None]]) -> list[str]:
+    """The journal entries of a run of page and reader column writes ``(name, kind, old)`` (``old``: a
+    local holding the value before, else the column is read), made at once before the run's writes
+    (the entries and their order those of one ``set_page`` or ``set_reader`` a write)."""
+    entries = []
+    for name, kind, old in writes:
+        index = "p" if kind == "p" else "r"
+        column = "cols" if kind == "p" else "rcols"
+        entries.append(f"({kind!r}, {name!r}, {index}, {old or f'{column}[{name!r}][{index}]'})")
+    if len(entries) == 1:
+        return [f"if j is not None: j.append({entries[0]})"]
+    return [f"if j is not None: j += ({', '.join(entries)})"]
 
 
 def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: list[str], t: str = "",
-                owner: bool = True, upkeep: bool = True) -> list[str]:
+                owner: bool = True, upkeep: bool = True, owner_old: str | None = None) -> list[str]:
     """Stage 5 of a firing of ``ev``: owner := target (``owner``: False where it is known to hold the
-    target already and no watcher reads it), then each effect := ``values[i]``, journaled, each name's
-    watchers told (put in ``scope``), the tracked quantifiers brought up to date (``upkeep``: False
-    where the caller does it later)."""
+    target already and no watcher reads it; ``owner_old``: a local holding its value before), then each
+    effect := ``values[i]``, journaled, each name's watchers told (put in ``scope``), the tracked
+    quantifiers brought up to date (``upkeep``: False where the caller does it later).  A run of page
+    and reader column writes ending at one with watchers (or at a (reader, page) write, which
+    journals itself) has its journal entries made at once, before its writes."""
     owner_kind, effects = pipe.write_plan_of(ev.name)
-    writes = [(ev.owner, owner_kind, repr(ev.target))] if owner else []
-    writes += [(eff.target, kind, value) for (eff, kind, _, _), value in zip(effects, values, strict=True)]
+    writes = [(ev.owner, owner_kind, repr(ev.target), owner_old)] if owner else []
+    writes += [(eff.target, kind, value, None) for (eff, kind, _, _), value in zip(effects, values, strict=True)]
     body: list[str] = []
+    run: list[tuple[str, str, str | None]] = []  # the run's writes: journaled first
+    lines: list[str] = []
     journal = False  # ``j`` holds the store's journal (read again after a watcher: code of its own)
-    for name, kind, value in writes:
+
+    def flush() -> None:
+        if run:
+            body.extend(journal_lines(run))
+        body.extend(lines)
+        run.clear()
+        lines.clear()
+
+    for name, kind, value, old in writes:
         found = pipe.watchers.get(name, ())
         for i, fn in enumerate(found):
             scope[f"w_{name}_{i}{t}"] = fn
-        if kind in ("p", "r") and not journal:
-            body.append("j = store.journal")
-        body += write_lines(name, kind, value, len(found), t)
-        journal = (journal or kind in ("p", "r")) and not found
+        if kind in ("p", "r"):
+            if not journal:
+                flush()
+                body.append("j = store.journal")
+                journal = True
+            if any(w[0] == name for w in run):
+                flush()
+            run.append((name, kind, old))
+        else:
+            flush()
+        lines.extend(write_lines(name, kind, value, len(found), t))
+        if found or kind not in ("p", "r"):
+            flush()
+        journal = journal and not found
+    flush()
     return body + (upkeep_lines(pipe, scope, ev, t) if upkeep else [])
 
 
@@ -231,7 +180,7 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     in ``scope`` suffixed by ``t``."""
     _, effects = pipe.write_plan_of(ev.name)
     body = bind_lines(pipe, ev, not propose, scope, t)
-    parts = guard_parts(ev)
+    parts = [indexed_part(part, pipe.names.indexed, scope) for part in guard_parts(ev)]
     reads, texts = hoisted([*(part[-1] for part in parts), *(inline(eff.expr) for eff, _, _, _ in effects)],
                            pipe.store, scope)
     guard, values = texts[:len(parts)], texts[len(parts):]
@@ -243,20 +192,31 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
                  *guard_lines(parts, guard, f"raise refusals.guard(ev{t}, r, p, n)")]
     if pipe.strict:
         body.append(f"steps(ev{t}, r, p, n)")
+    written = []
     for i, (eff, _kind, lo, hi) in enumerate(effects):
         scope[f"f{i}{t}"], scope[f"e{i}{t}"], scope[f"lo{i}{t}"], scope[f"hi{i}{t}"] = eff.fn, eff, lo, hi
+        if _INT.fullmatch(values[i]) and (lo is None or isinstance(lo, int)) and (hi is None or isinstance(hi, int)):
+            value = int(values[i].strip("()"))  # a constant: its bounds checked here, once
+            if (lo is None or value >= lo) and (hi is None or value <= hi):
+                written.append(str(value))
+                continue
         body.append(f"v{i} = {values[i]}")
+        written.append(f"v{i}")
         test = " or ".join(([f"v{i} < lo{i}{t}"] if lo is not None else [])
                            + ([f"v{i} > hi{i}{t}"] if hi is not None else []))
         if test:
             body.append(f"if {test}: bounds(ev{t}, e{i}{t}, v{i}, r, p, n)")
     if recorded:
         body += ["rec = recorder.enabled", f"if rec: before = recorder.before(ev{t}, r, p, n)"]
-    body += apply_lines(pipe, scope, ev, [f"v{i}" for i in range(len(effects))], t, upkeep=upkeep)
+    owner_old = "s" if not propose and pipe.write_plan_of(ev.name)[0] in ("p", "r") else None
+    body += apply_lines(pipe, scope, ev, written, t, upkeep=upkeep, owner_old=owner_old)
     body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log", f"if log is not None: log.append({ev.name!r})"]
     if recorded:
         body.append(f"if rec: recorder.after(ev{t}, r, p, params, before)")
     return body
+
+
+_INT = re.compile(r"\(*-?\d+\)*")  # an effect's value that is a constant
 
 
 def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent, propose: bool = False) -> FirePlan | None:
@@ -268,7 +228,7 @@ def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent, propose: bool = F
     if any(kind == "star" for _, kind, _, _ in effects) or (propose and (ev.params or ev.observes)):
         return None
     scope = ctx.scope(ev)
-    body = fire_lines(pipe, scope, ev, propose=propose)
+    body = fire_lines(pipe, scope, ev, propose=propose, recorded=pipe.recorder.enabled)
     if propose:
         return compile_plan("_propose", "r, p", [*body, "return True"], scope, ev.name)  # type: ignore[return-value]
     return compile_plan("_fire", "r, p, params, observed", body, scope, ev.name)  # type: ignore[return-value]
@@ -283,18 +243,3 @@ def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan |
     body = [f"if {owner_read(ev)} not in SOURCES: return False", *bind_lines(pipe, ev, False, scope),
             f"return bool({guard_source(ev)})"]
     return compile_plan("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]
-
-
-_CODE: dict[tuple[str, str], CodeType] = {}  # plan source -> its code, shared by every manager of the process
-
-
-def compile_plan(fn: str, args: str, body: list[str], scope: dict[str, Any], event: str) -> Callable[..., Any]:
-    """Compile the function ``fn(args)`` whose lines are ``body`` into ``scope`` (the code shared by every
-    manager of the process) and return it."""
-    text = f"def {fn}({args}):\n" + "".join(f"    {line}\n" for line in body)
-    code = _CODE.get((text, event))
-    if code is None:
-        code = _CODE[(text, event)] = compile(text, f"<plan {event}>", "exec")
-    exec(code, scope)  # noqa: S102 - source generated from the compiled event
-    out: Callable[..., Any] = scope[fn]
-    return out

@@ -68,6 +68,7 @@ class StateStore:
         # name -> its rows, view, initial value and reverse index (None if none): what ``set_rp`` reads
         self._rp_parts = {name: (self.rp[name], self.views[name], int(self.init[name]), self.rev.get(name))
                           for name in self.rp_names}
+        self._scopes: list[dict[str, Any]] = []  # generated plans' globals that name columns (bind_columns)
         self._grow_pages(page_capacity)
         self._grow_readers(reader_capacity)
         self.journal: list[tuple[Any, ...]] | None = None
@@ -86,6 +87,10 @@ class StateStore:
             vecs[name] = view
             self.arrays[name] = fresh
             self.varrays[name] = view
+            key = f"{'C' if kind == 'page' else 'R'}_{name}"
+            for scope in self._scopes:
+                if key in scope:
+                    scope[key] = fresh
 
     def _grow_pages(self, new: int) -> None:
         self._grow(self.page_names, self.cols, self.vecs, self.page_cap, new, "page")
@@ -96,6 +101,11 @@ class StateStore:
     def _grow_readers(self, new: int) -> None:
         self._grow(self.reader_names, self.rcols, self.rvecs, self.reader_cap, new, "reader")
         self.reader_cap = new
+
+    def bind_columns(self, scope: dict[str, Any]) -> None:
+        """Keep the columns ``scope`` names (``C_<page name>``, ``R_<reader name>``: a generated plan's
+        globals) current: a growth replaces a column, and with it theirs."""
+        self._scopes.append(scope)
 
     # -- ids --------------------------------------------------------------------------------------
     def alloc_page(self) -> int:
