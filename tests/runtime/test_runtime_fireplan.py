@@ -134,3 +134,31 @@ def test_a_quantifier_in_line_holds_where_its_generator_does() -> None:
             head = rng.random() < 0.8
             quant = all(body) if kind == "all" else any(body)
             assert scope["_g"](head, range(len(body)), body) == bool(head and quant), (kind, head, body)
+
+
+def test_plans_built_before_the_store_grows_read_and_write_its_grown_columns(tmp_path: Any) -> None:
+    """A plan reads the state columns as globals of its own (plancompile.py); growing the store replaces
+    the columns, and the plans built before read and write the new ones."""
+    m = CacheManager(config=small_config(tmp_path, gpu_pages=12, host_pages=4, disk_pages=4))
+    m.register("a", toks(0, 40))
+    m.free("a")
+    pipe = m.parts.pipe
+    store = pipe.store
+    plans = [pipe.firer(name) for name in ("open", "seal", "detach", "free", "forget")]
+    pages, readers = store.page_cap, store.reader_cap
+    sp = pipe.begin()
+    store.alloc_pages(pages + 1)  # the capacity stays grown after the rollback
+    for _ in range(readers + 1):
+        store.alloc_reader()
+    pipe.rollback(sp)
+    assert (store.page_cap, store.reader_cap) > (pages, readers)
+    for plan in plans:
+        bound = {k: v for k, v in plan.__globals__.items() if k[:2] in ("C_", "R_")}
+        assert bound and all(v is (store.cols if k[0] == "C" else store.rcols)[k[2:]] for k, v in bound.items())
+    for i in range(3):
+        m.register(f"b{i}", toks(i * 100, 40))
+        assert m.frontier(f"b{i}") == 40
+        m.check_integrity()
+        m.free(f"b{i}")
+    m.check_integrity()
+    m.close()
