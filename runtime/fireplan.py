@@ -46,6 +46,14 @@ FirePlan = Callable[[Any, Any, Any, Any], None]
 AllowPlan = Callable[[Any, Any], bool]
 
 
+def _binder(n: dict[str, Any]) -> Callable[[Any, Any], dict[str, Any]]:
+    """``at(r, p)``: the names ``n`` with reader ``r`` and page ``p`` bound (a plan's, handed on)."""
+    def at(r: Any, p: Any) -> dict[str, Any]:
+        n["r"], n["p"] = r, p
+        return n
+    return at
+
+
 class PlanContext:
     """What a generated plan reaches: the pipeline's stores, names, refusals and counters."""
 
@@ -62,9 +70,10 @@ class PlanContext:
         return {
             "n": names.n, "a": store.arrays, "cols": store.cols, "rcols": store.rcols, "store": store,
             "set_rp": store.set_rp, "rp_value": store.rp_value, "rp_has": store.rp_has, "names": names,
-            "bind": names.bind, "inc_value": names.inc.value, f"ev{t}": ev, f"guard{t}": ev.guard,
-            f"SOURCES{t}": pipe.sources[ev.name], "refusals": pipe.refusals, "bounds": self.bounds,
-            "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe, "_ids": ids_of,
+            "bind": names.bind, "at": _binder(names.n), "inc_value": names.inc.value, f"ev{t}": ev,
+            f"guard{t}": ev.guard, f"SOURCES{t}": pipe.sources[ev.name], "refusals": pipe.refusals,
+            "bounds": self.bounds, "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe,
+            "_ids": ids_of,
         }
 
 
@@ -213,7 +222,26 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log", f"if log is not None: log.append({ev.name!r})"]
     if recorded:
         body.append(f"if rec: recorder.after(ev{t}, r, p, params, before)")
-    return body
+    return bound_late(body, t)
+
+
+_NAMED = re.compile(r"(?<![\w.])n\b(?!\[')")  # the names read as a whole (a call given them), not one name
+_GIVEN = re.compile(r"\b(refusals\.guard|bounds|recorder\.before|steps)\((ev\w*, (?:\w+, )*?r, p), n\)")
+
+
+def bound_late(body: list[str], t: str = "") -> list[str]:
+    """``body`` with the firing's reader and page bound in the names (``n['r'] = r``, ``n['p'] = p``) only
+    where the names are handed on as a whole: a refusal, a bound, a recorded step or a step check binds
+    them as it hands them on (``at(r, p)``); a plan that hands them on anywhere
+    else (a domain's callable, the general bind) binds them first, as before.  The plan's own lines read
+    ``r`` and ``p`` from its arguments, and what it calls binds the names it reads."""
+    at = 1 if body[:1] == ["params = None"] else 0  # (a proposal's first line)
+    if body[at:at + 2] != ["n['r'] = r", "n['p'] = p"]:
+        return body
+    rest = [_GIVEN.sub(r"\1(\2, at(r, p))", line) for line in body[at + 2:]]
+    if any(_NAMED.search(line) for line in rest):
+        return body
+    return body[:at] + rest
 
 
 _INT = re.compile(r"\(*-?\d+\)*")  # an effect's value that is a constant
@@ -240,6 +268,6 @@ def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan |
     if ev.params or ev.observes:
         return None
     scope = ctx.scope(ev)
-    body = [f"if {owner_read(ev)} not in SOURCES: return False", *bind_lines(pipe, ev, False, scope),
-            f"return bool({guard_source(ev)})"]
+    body = [f"if {owner_read(ev)} not in SOURCES: return False",
+            *bound_late([*bind_lines(pipe, ev, False, scope), f"return bool({guard_source(ev)})"])]
     return compile_plan("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]

@@ -40,7 +40,6 @@ class RuntimeNames:
         self.n: dict[str, Any] = dict(cspec.constants)
         self.n["pages"] = page_bound
         self.n["readers"] = 1 << 30
-        # a domain of the readers holding a page, read off a reverse index: its index and the name of its page
         self.indexed: dict[str, tuple[Holders, str]] = {}
         for dom in cspec.domains.values():
             self.n[dom.name] = self._callable(dom)
@@ -105,7 +104,7 @@ class RuntimeNames:
 
         if len(names) == 1 and names[0] in store.rev:
             rev = store.rev[names[0]]
-            self.indexed[dom.name] = (rev, key)  # type: ignore[assignment]
+            self.indexed[dom.name] = (rev, key)  # type: ignore[assignment]  # (fireplan.py reads it in line)
 
             def page_readers_indexed(n: Mapping[str, Any]) -> Iterable[int]:
                 k = n[key]  # type: ignore[index]
