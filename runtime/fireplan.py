@@ -27,7 +27,6 @@ when it is built: ``Pipeline.watch`` drops the plans built so far.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +60,7 @@ class PlanContext:
         self.pipe = pipe
         self.bounds = bounds
         self.steps = steps
+        self.at = _binder(pipe.names.n)
 
     def scope(self, ev: CompiledEvent, t: str = "") -> dict[str, Any]:
         """The names a plan of ``ev`` reads; the event's own (``ev``, ``guard``, ``SOURCES``) suffixed
@@ -70,7 +70,7 @@ class PlanContext:
         return {
             "n": names.n, "a": store.arrays, "cols": store.cols, "rcols": store.rcols, "store": store,
             "set_rp": store.set_rp, "rp_value": store.rp_value, "rp_has": store.rp_has, "names": names,
-            "bind": names.bind, "at": _binder(names.n), "inc_value": names.inc.value, f"ev{t}": ev,
+            "bind": names.bind, "at": self.at, "inc_value": names.inc.value, f"ev{t}": ev,
             f"guard{t}": ev.guard, f"SOURCES{t}": pipe.sources[ev.name], "refusals": pipe.refusals,
             "bounds": self.bounds, "steps": self.steps, "recorder": pipe.recorder, "fired": pipe.fired, "pipe": pipe,
             "_ids": ids_of,
@@ -160,7 +160,7 @@ def apply_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, values: lis
                 flush()
                 body.append("j = store.journal")
                 journal = True
-            if any(w[0] == name for w in run):
+            if name in (w[0] for w in run):
                 flush()
             run.append((name, kind, old))
         else:
@@ -204,7 +204,7 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     written = []
     for i, (eff, _kind, lo, hi) in enumerate(effects):
         scope[f"f{i}{t}"], scope[f"e{i}{t}"], scope[f"lo{i}{t}"], scope[f"hi{i}{t}"] = eff.fn, eff, lo, hi
-        if _INT.fullmatch(values[i]) and (lo is None or isinstance(lo, int)) and (hi is None or isinstance(hi, int)):
+        if values[i].strip("()").lstrip("-").isdigit() and all(b is None or isinstance(b, int) for b in (lo, hi)):
             value = int(values[i].strip("()"))  # a constant: its bounds checked here, once
             if (lo is None or value >= lo) and (hi is None or value <= hi):
                 written.append(str(value))
@@ -222,29 +222,7 @@ def fire_lines(pipe: Any, scope: dict[str, Any], ev: CompiledEvent, t: str = "",
     body += [f"fired[{ev.name!r}] += 1", "log = pipe.fired_log", f"if log is not None: log.append({ev.name!r})"]
     if recorded:
         body.append(f"if rec: recorder.after(ev{t}, r, p, params, before)")
-    return bound_late(body, t)
-
-
-_NAMED = re.compile(r"(?<![\w.])n\b(?!\[')")  # the names read as a whole (a call given them), not one name
-_GIVEN = re.compile(r"\b(refusals\.guard|bounds|recorder\.before|steps)\((ev\w*, (?:\w+, )*?r, p), n\)")
-
-
-def bound_late(body: list[str], t: str = "") -> list[str]:
-    """``body`` with the firing's reader and page bound in the names (``n['r'] = r``, ``n['p'] = p``) only
-    where the names are handed on as a whole: a refusal, a bound, a recorded step or a step check binds
-    them as it hands them on (``at(r, p)``); a plan that hands them on anywhere
-    else (a domain's callable, the general bind) binds them first, as before.  The plan's own lines read
-    ``r`` and ``p`` from its arguments, and what it calls binds the names it reads."""
-    at = 1 if body[:1] == ["params = None"] else 0  # (a proposal's first line)
-    if body[at:at + 2] != ["n['r'] = r", "n['p'] = p"]:
-        return body
-    rest = [_GIVEN.sub(r"\1(\2, at(r, p))", line) for line in body[at + 2:]]
-    if any(_NAMED.search(line) for line in rest):
-        return body
-    return body[:at] + rest
-
-
-_INT = re.compile(r"\(*-?\d+\)*")  # an effect's value that is a constant
+    return body
 
 
 def build_fire(pipe: Any, ctx: PlanContext, ev: CompiledEvent, propose: bool = False) -> FirePlan | None:
@@ -268,6 +246,6 @@ def build_allowed(pipe: Any, ctx: PlanContext, ev: CompiledEvent) -> AllowPlan |
     if ev.params or ev.observes:
         return None
     scope = ctx.scope(ev)
-    body = [f"if {owner_read(ev)} not in SOURCES: return False",
-            *bound_late([*bind_lines(pipe, ev, False, scope), f"return bool({guard_source(ev)})"])]
+    body = [f"if {owner_read(ev)} not in SOURCES: return False", *bind_lines(pipe, ev, False, scope),
+            f"return bool({guard_source(ev)})"]
     return compile_plan("_allowed", "r, p", body, scope, ev.name)  # type: ignore[return-value]

@@ -35,7 +35,6 @@ def inline(e: Any, bound: tuple[str, str] | None = None) -> str:
     return text.replace("n['r']", "r").replace("n['p']", "p")
 
 
-_TRUE = re.compile(r"\(*(1|True)\)*")  # a guard's run of conjuncts that is the constant true
 _READ = re.compile(r"a\[('[\w@]+')\]\[(r|p|\(r, p\))\]")  # a state read at the firing's reader and page
 
 
@@ -98,11 +97,13 @@ def indexed_part(part: tuple[str, ...], indexed: dict[str, tuple[Any, str]], sco
 
         _ids(n, '@dom10', None)  ->  (() if (h_ := hold_dom10(p)) is None else (h_,) if h_.__class__ is int else h_)
     """
-    m = re.fullmatch(r"_ids\(n, '@(\w+)', None\)", part[2]) if part[0] != "expr" else None
-    found = indexed.get(f"@{m.group(1)}") if m else None
-    if m is None or found is None or found[1] not in ("r", "p"):
+    if part[0] == "expr" or not part[2].startswith("_ids(n, '@"):
         return part
-    local = f"hold_{m.group(1)}"
+    domain = part[2][len("_ids(n, '"):-len("', None)")]
+    found = indexed.get(domain)
+    if found is None or found[1] not in ("r", "p") or not domain[1:].isidentifier():
+        return part
+    local = f"hold_{domain[1:]}"
     scope[local] = found[0].get
     ids = f"(() if (h_ := {local}({found[1]})) is None else (h_,) if h_.__class__ is int else h_)"
     return (part[0], part[1], ids, part[3])
@@ -114,7 +115,7 @@ def guard_lines(parts: list[tuple[str, ...]], texts: list[str], refuse: str) -> 
     out: list[str] = []
     for part, text in zip(parts, texts, strict=True):
         if part[0] == "expr":
-            if _TRUE.fullmatch(text) is None:  # a guard that is the constant true: nothing to test
+            if text.strip("()") not in ("1", "True"):  # a guard that is the constant true: nothing to test
                 out.append(f"if not ({text}): {refuse}")
         elif part[0] == "all":
             out += [f"for {part[1]} in {part[2]}:", f"    if not ({text}): {refuse}"]

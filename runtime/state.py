@@ -68,7 +68,7 @@ class StateStore:
         # name -> its rows, view, initial value and reverse index (None if none): what ``set_rp`` reads
         self._rp_parts = {name: (self.rp[name], self.views[name], int(self.init[name]), self.rev.get(name))
                           for name in self.rp_names}
-        self._scopes: list[dict[str, Any]] = []  # generated plans' globals that name columns (bind_columns)
+        self._scopes: list[dict[str, Any]] = []  # generated plans' globals that name columns (plancompile.py)
         self._grow_pages(page_capacity)
         self._grow_readers(reader_capacity)
         self.journal: list[tuple[Any, ...]] | None = None
