@@ -21,6 +21,8 @@ and compiling it, so that one firing is one call with straight-line code::
 Every stage of the pipeline is there, in its order, with the same expressions (their generated
 source inlined, reading ``r`` and ``p`` from the arguments), journal entries, watcher calls and
 refusals; recording and the strict step checks are part of the plan too.
+``compile_plan`` (plancompile.py) then reads each column as a global of the plan's own and binds the
+names' ``r`` and ``p`` only where the plan hands the names on; the guard's parts are guardplan.py's.
 An event the plan does not cover (a '*' effect) keeps the general code.  A plan reads the watchers
 when it is built: ``Pipeline.watch`` drops the plans built so far.
 """
