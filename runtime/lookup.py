@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -196,7 +196,7 @@ class Lookups:
                 self.metrics.needs_recovery += 1
                 for a in plan.assignments:
                     self.metrics.planned_by_path[a.path] += 1
-                return NeedsRecovery(plan)
+                return _frozen(NeedsRecovery, plan=plan)
         if eff == 0:
             self.metrics.misses += 1
             return Miss(nominal, 0)
@@ -207,7 +207,7 @@ class Lookups:
             self.readers.retire_if_idle(reader)
             raise
         self.metrics.ready += 1
-        return Ready(lease, nominal, self.states.path_of(hit, eff, owner))
+        return _frozen(Ready, lease=lease, nominal=nominal, state=self.states.path_of(hit, eff, owner))
 
     def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: np.ndarray) -> Any:
         nfull = pos // self.C
@@ -249,7 +249,7 @@ class Lookups:
                 chosen.append((p, obj, pid, path))
         chosen.sort()  # by block, then object: (block, object) is unique
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
-        assignments = [Assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
+        assignments = [_assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
         page_level = tuple(a for a in assignments if a.obj not in owned) if owned else tuple(assignments)
         state_level = tuple(a for a in assignments if a.obj in owned) if owned else ()
         recompute = {p for p, _, _, path in chosen if path == "recompute"}
@@ -258,6 +258,29 @@ class Lookups:
         c = self.C
         rtokens = sum(min((p + 1) * c, target) - p * c for p in recompute)
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
-        return RecoveryPlan(hit.tokens, eff, target, pages, page_level, in_place, rtokens,
-                            len(prefetch) * page_bytes, len(prefetch), len(compress), missing,
-                            self.states.path(pages, target, owner), state_level)
+        return _frozen(RecoveryPlan, nominal=hit.tokens, effective=eff, target=target, pages=pages,
+                       assignments=page_level, in_place=in_place, recompute_tokens=rtokens,
+                       bytes_to_move=len(prefetch) * page_bytes, pages_to_prefetch=len(prefetch),
+                       pages_to_compress=len(compress), missing=missing, state=self.states.path(pages, target, owner),
+                       state_assignments=state_level)
+
+
+_NEW = object.__new__
+T = TypeVar("T")
+
+
+def _frozen(cls: type[T], **fields: Any) -> T:
+    """``cls(**fields)`` for a frozen dataclass with no ``__post_init__``: the same value (equal,
+    hashing alike), its fields set in one update of its ``__dict__`` instead of the frozen
+    ``__init__``'s guarded write per field (a lookup's answers and a plan's assignments)."""
+    out: T = _NEW(cls)
+    out.__dict__.update(fields)
+    return out
+
+
+def _assignment(page: int, block: int, obj: str, path: str) -> Assignment:
+    """``Assignment(page, block, obj, path)`` as ``_frozen`` makes it (a plan makes one per unready page
+    and object)."""
+    out: Assignment = _NEW(Assignment)
+    out.__dict__.update(page=page, block=block, obj=obj, path=path)
+    return out
