@@ -58,11 +58,25 @@ WALK_PAGES = 8  # a request's first pages walked one at a time in Python (most h
 WALK_UP_TO = 256  # requests of more whole pages go to the vector pass straight (its fixed cost is small beside theirs)
 
 
+_CONVERTED: list[tuple[tuple[int, ...], array[int]]] = [((), array("Q"))]  # the last tuple converted, its words
+
+
 def token_array(tokens: Sequence[int]) -> array[int]:
-    """Tokens as unsigned 64-bit ints; a list by ``fromlist`` (a third cheaper than the constructor; same errors)."""
-    if tokens.__class__ is list:
+    """Tokens as unsigned 64-bit ints; a list by ``fromlist`` (a third cheaper than the constructor; same
+    errors).  The tuple converted last is kept with its words and given again (a lookup after a
+    recovery asks for the same tuple) as a copy of them, the caller's own: a memory copy, not a
+    conversion."""
+    cls = tokens.__class__
+    if cls is list:
         (out := array("Q")).fromlist(tokens)  # type: ignore[arg-type]
         return out
+    if cls is tuple:
+        last = _CONVERTED[0]  # (read once: another thread may replace it)
+        if last[0] is tokens:  # (kept alive by the entry: the same tuple, so the same tokens)
+            return last[1][:]
+        out = array("Q", tokens)
+        _CONVERTED[0] = (tokens, out)  # type: ignore[assignment]
+        return out[:]
     return tokens if isinstance(tokens, array) and tokens.typecode == "Q" else array("Q", tokens)
 
 
