@@ -209,7 +209,7 @@ class Lookups:
         self.metrics.ready += 1
         return _frozen(Ready, lease=lease, nominal=nominal, state=self.states.path_of(hit, eff, owner))
 
-    def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: np.ndarray) -> Any:
+    def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: Sequence[int] | np.ndarray) -> Any:
         nfull = pos // self.C
         partial = None
         if pos % self.C:
@@ -218,7 +218,7 @@ class Lookups:
             n = pos % self.C
             partial = PartialSnapshot(nfull, src, tuple(rec.token_ids[:n]),
                                       self.storage.data.read_prefix(rec.gpu_slot, n))
-        return self.leases.acquire(reader, hit.ids if nfull == len(hit.ids) else ids[:nfull], pos, partial)
+        return self.leases.acquire(reader, hit.ids if nfull == len(hit.whole) else ids[:nfull], pos, partial)
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:
