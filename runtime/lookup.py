@@ -182,20 +182,22 @@ class Lookups:
         masks = self.masks(ids)
         nominal = hit.tokens
         eff = self.search.effective(masks, nominal)
-        blocking = {self.objects[k] for k in self.search.blocked(masks, nominal)} if eff < nominal else set()
-        self.metrics.lookup(len(tokens), nominal, eff, blocking)
-        self.seam.tick()
-        self.seam.accessed(ids)
+        plan = None
+        if eff < nominal:
+            try:
+                plan = self.plan(hit, masks, eff, nominal, owner)
+            except BaseException:  # (counted and touched all the same, as before the plan)
+                self._counted(tokens, hit, masks, eff, ids, None)
+                raise
+        self._counted(tokens, hit, masks, eff, ids, plan)
         if nominal == 0:
             self.metrics.misses += 1
             return Miss()
-        if eff < nominal:
-            plan = self.plan(hit, masks, eff, nominal, owner)
+        if plan is not None:
             gain = nominal - eff
             if plan.pages_to_prefetch or plan.pages_to_compress or plan.recompute_tokens < gain:
                 self.metrics.needs_recovery += 1
-                for a in plan.assignments:
-                    self.metrics.planned_by_path[a.path] += 1
+                self.metrics.planned_by_path.update([a.path for a in plan.assignments])
                 return _frozen(NeedsRecovery, plan=plan)
         if eff == 0:
             self.metrics.misses += 1
@@ -208,6 +210,22 @@ class Lookups:
             raise
         self.metrics.ready += 1
         return _frozen(Ready, lease=lease, nominal=nominal, state=self.states.path_of(hit, eff, owner))
+
+    def _counted(self, tokens: Sequence[int], hit: NominalHit, masks: Any, eff: int, ids: Sequence[int] | np.ndarray,
+                 plan: RecoveryPlan | None) -> None:
+        """The lookup counted (its gap charged to the objects blocking the nominal position: those its
+        plan found missing when no block past the chain can be needed there, else searched) and its
+        pages touched at a new tick."""
+        nominal = hit.tokens
+        if eff == nominal:
+            blocking: set[str] = set()
+        elif plan is not None and self.search.within(len(masks), nominal):
+            blocking = set(plan.missing)
+        else:
+            blocking = {self.objects[k] for k in self.search.blocked(masks, nominal)}
+        self.metrics.lookup(len(tokens), nominal, eff, blocking)
+        self.seam.tick()
+        self.seam.accessed(ids)
 
     def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: Sequence[int] | np.ndarray) -> Any:
         nfull = pos // self.C

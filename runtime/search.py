@@ -199,6 +199,11 @@ class HitSearch:
                     break
         return out
 
+    def within(self, npages: int, pos: int) -> bool:
+        """Whether every block that can be needed at ``pos`` is one of the chain's ``npages`` (then the
+        objects ``blocked`` names are those with a needed block of the chain not ready)."""
+        return self._last_page(npages, pos) < npages
+
     def _last_page(self, npages: int, pos: int) -> int:
         """The last block that can be needed at ``pos`` (blocks past the chain count as not ready)."""
         if self.profiles is None or self.min_lo <= -BIG:

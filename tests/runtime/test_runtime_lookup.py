@@ -169,6 +169,9 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     assert search.blocked(masks, nominal) == sorted({k for k, _ in pairs})
     assert search.blocked(np.asarray(masks, dtype=np.int64), nominal) == sorted({k for k, _ in pairs})
     every = search.needed_blocks(len(masks), nominal)
+    if search.within(len(masks), nominal):  # then what blocks is what a plan finds missing (the lookup counts that)
+        missing = [k for k, blocks in enumerate(every) if any(not masks[p] >> k & 1 for p in blocks)]
+        assert missing == search.blocked(masks, nominal)
     for k in range(len(search.objects)):
         assert search.needed_pages(k, len(masks), nominal) == list(every[k]) == [
             p for p in range(len(masks)) if search.needed(k, p, nominal, direct=True)]
