@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -43,24 +44,42 @@ _TOP = np.uint64(56)
 
 
 _NAMED_PAGE = "n['p']"  # how generated source reads the page
+_COLUMN = re.compile(r"(?<![\w\]'\"])a\['([A-Za-z_]\w*)'\]")  # how it reads a state variable's column
+_NAMES = re.compile(r"(?<![\w.'\"])n\b")  # and any name
 MaskFn = Callable[[Iterable[int], dict[str, Any], Mapping[str, Any]], list[int]]
+
+
+def _hoisted(body: str) -> tuple[str, str]:
+    """``body`` (generated source reading the page as ``p``) with each state variable's column read
+    once before the loop instead of once a page, and the loop's head: the page stored in the names
+    only when the body still reads them::
+
+        a['tier'][p] == 0 and a['copied'][p]   ->   c_tier[p] == 0 and c_copied[p]
+        prelude: c_tier = a['tier']; c_copied = a['copied']
+    """
+    columns = dict.fromkeys(_COLUMN.findall(body))
+    body = _COLUMN.sub(lambda m: f"c_{m.group(1)}", body)
+    prelude = "".join(f"    c_{name} = a[{name!r}]\n" for name in columns)
+    head = "    for p in pids:\n" + ("        n['p'] = p\n" if _NAMES.search(body) else "")
+    return body, prelude + head
 
 
 def mask_function(ready: Sequence[Expr]) -> MaskFn:
     """``masks(pids, names, arrays)``: each page's readiness bits (bit k: ``ready[k]`` holds) in one
-    generated loop, each predicate's generated source inlined (no call a predicate a page)::
+    generated loop, each predicate's generated source inlined (no call a predicate a page), each
+    state variable's column read once (``_hoisted``)::
 
         def _masks(pids, n, a):
             out = []
+            c_x = a['x']                  ...
             for p in pids:
-                n['p'] = p
                 out.append((1 if <ready[0]> else 0) | (2 if <ready[1]> else 0) | ...)   n['p'] read as p
             return out
     """
     terms = " | ".join(f"({1 << k} if {source(e).replace(_NAMED_PAGE, 'p')} else 0)"
                        for k, e in enumerate(ready)) or "0"  # the page read from the loop's variable
-    text = (f"def _masks(pids, n, a):\n    out = []\n    for p in pids:\n        n['p'] = p\n"
-            f"        out.append({terms})\n    return out\n")
+    terms, head = _hoisted(terms)
+    text = f"def _masks(pids, n, a):\n    out = []\n{head}        out.append({terms})\n    return out\n"
     scope: dict[str, Any] = {}
     exec(compile(text, "<readiness masks>", "exec"), scope)  # noqa: S102 - source generated from the spec's IR
     fn: MaskFn = scope["_masks"]
@@ -73,12 +92,12 @@ ChooseFn = Callable[[Iterable[int], dict[str, Any], Mapping[str, Any]], list[str
 def path_function(conditions: Mapping[str, Expr]) -> ChooseFn:
     """``choose(pids, names, arrays)``: each page's one recovery path whose condition holds (None when
     none or several do: ``choose_path`` then says which) in one generated loop, each condition's
-    generated source inlined::
+    generated source inlined, each state variable's column read once (``_hoisted``)::
 
         def _choose(pids, n, a):
             out = []
+            c_x = a['x']                  ...
             for p in pids:
-                n['p'] = p
                 k, got = 0, None
                 if <condition of path 1>:   n['p'] read as p
                     k, got = k + 1, 'path 1'
@@ -86,13 +105,13 @@ def path_function(conditions: Mapping[str, Expr]) -> ChooseFn:
                 out.append(got if k == 1 else None)
             return out
     """
-    lines = ["def _choose(pids, n, a):", "    out = []", "    for p in pids:", "        n['p'] = p",
-             "        k, got = 0, None"]
-    for path, cond in conditions.items():
-        lines += [f"        if {source(cond).replace(_NAMED_PAGE, 'p')}:", f"            k, got = k + 1, {path!r}"]
-    lines += ["        out.append(got if k == 1 else None)", "    return out", ""]
+    body = "".join(f"        if {source(cond).replace(_NAMED_PAGE, 'p')}:\n            k, got = k + 1, {path!r}\n"
+                   for path, cond in conditions.items())
+    body, head = _hoisted(body)
+    text = (f"def _choose(pids, n, a):\n    out = []\n{head}        k, got = 0, None\n{body}"
+            f"        out.append(got if k == 1 else None)\n    return out\n")
     scope: dict[str, Any] = {}
-    exec(compile("\n".join(lines), "<recovery paths>", "exec"), scope)  # noqa: S102 - source generated from the IR
+    exec(compile(text, "<recovery paths>", "exec"), scope)  # noqa: S102 - source generated from the IR
     fn: ChooseFn = scope["_choose"]
     return fn
 
