@@ -292,8 +292,11 @@ class HitSearch:
         least = self._least_up_lo - 1
         x = min(nominal, npages * c + least)
         listed = masks.__class__ is list
-        if not listed and npages:  # an array (a long hit): every page's bound at once
-            x = min(x, int(np.minimum.reduce(self._up_lo_array[masks] + np.arange(0, npages * c, c)) - 1))
+        if not listed and npages:  # an array (a long hit): the pages not ready for an upward object, at once
+            bits, words = self._upward_bits, np.asarray(masks)
+            failing = np.flatnonzero((words & bits) != bits)
+            if len(failing):
+                x = min(x, int(np.minimum.reduce(self._up_lo_array[words[failing]] + failing * c)) - 1)
         elif listed:
             base = 0
             for mask in masks:
