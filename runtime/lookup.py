@@ -8,6 +8,9 @@
                     the hit is long, closures when it is short)
       3. effective  largest pos <= nominal with nothing needed unready       search.py
       4. answer     Miss | NeedsRecovery(plan) | Ready(lease: acquire on every whole page, one batch)
+
+The module is a little longer than most: the loops generated from the spec (readiness, recovery
+paths) and the plan and answers built from what they find read best together.
 """
 
 from __future__ import annotations
