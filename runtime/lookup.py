@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import reduce
+from operator import and_
 from typing import Any, TypeVar
 
 import numpy as np
@@ -268,12 +270,19 @@ class Lookups:
         fast = self.config.fast
         names, arrays = self._names, self.store.arrays  # (each generated loop sets ``p`` before it reads it)
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
+        common = reduce(and_, ready, self.search.full)  # the objects ready on every page (none unready there)
         chosen: list[tuple[int, str, int, str]] = []  # (block, object, page, path): sorted as assignments are
         in_place = 0
         missing: dict[str, int] = {}
+        recompute: set[int] = set()  # blocks
+        prefetch: set[int] = set()  # pages
+        compress: set[int] = set()  # pages
         for k, (obj, needed) in enumerate(zip(self.objects, self.search.needed_blocks(len(pages), target),
                                               strict=True)):
             bit = 1 << k
+            if common & bit:
+                in_place += len(needed)
+                continue
             unready = [p for p in needed if not ready[p] & bit]
             in_place += len(needed) - len(unready)
             if not unready:
@@ -287,14 +296,17 @@ class Lookups:
                     names["p"] = pid
                     path = choose_path(obj, pid, p, conditions, names, arrays)
                 chosen.append((p, obj, pid, path))
+                if path == "prefetch":
+                    prefetch.add(pid)
+                elif path == "recompute":
+                    recompute.add(p)
+                elif path == "compress":
+                    compress.add(pid)
         chosen.sort()  # by block, then object: (block, object) is unique
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
         assignments = [_assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
         page_level = tuple(a for a in assignments if a.obj not in owned) if owned else tuple(assignments)
         state_level = tuple(a for a in assignments if a.obj in owned) if owned else ()
-        recompute = {p for p, _, _, path in chosen if path == "recompute"}
-        prefetch = {pid for _, _, pid, path in chosen if path == "prefetch"}
-        compress = {pid for _, _, pid, path in chosen if path == "compress"}
         c = self.C
         rtokens = sum(min((p + 1) * c, target) - p * c for p in recompute)
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
