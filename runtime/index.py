@@ -51,49 +51,88 @@ from .keytable import KeyTable
 __all__ = ["ROOT_HASH", "NominalHit", "PrefixIndex", "SealedRows", "chain_hash", "token_array"]
 
 UNSEALED, ROOT_CLASS = 0, 1  # chain classes (uint64): a page's is at least 2
-NO_PAGES = np.zeros(0, dtype=np.int64)  # a hit of no whole page
-NO_PAGES.flags.writeable = False
 NO_CLASS = (1 << 64) - 1  # the class of the row an id of -1 reads (its parent class, one less, is no page's either)
 WALK_PAGES = 8  # a request's first pages walked one at a time in Python (most hits are this short); longer: numpy
 WALK_UP_TO = 256  # requests of more whole pages go to the vector pass straight (its fixed cost is small beside theirs)
 
 
+_CONVERTED: list[tuple[tuple[int, ...], array[int]]] = [((), array("Q"))]  # the last tuple converted, its words
+
+
 def token_array(tokens: Sequence[int]) -> array[int]:
-    """Tokens as unsigned 64-bit ints; a list by ``fromlist`` (a third cheaper than the constructor; same errors)."""
-    if tokens.__class__ is list:
+    """Tokens as unsigned 64-bit ints; a list by ``fromlist`` (a third cheaper than the constructor; same
+    errors).  The tuple converted last is kept with its words and given again (a lookup after a
+    recovery asks for the same tuple) as a copy of them, the caller's own: a memory copy, not a
+    conversion."""
+    cls = tokens.__class__
+    if cls is list:
         (out := array("Q")).fromlist(tokens)  # type: ignore[arg-type]
         return out
+    if cls is tuple:
+        last = _CONVERTED[0]  # (read once: another thread may replace it)
+        if last[0] is tokens:  # (kept alive by the entry: the same tuple, so the same tokens)
+            return last[1][:]
+        out = array("Q", tokens)
+        _CONVERTED[0] = (tokens, out)  # type: ignore[assignment]
+        return out[:]
     return tokens if isinstance(tokens, array) and tokens.typecode == "Q" else array("Q", tokens)
 
 
 @dataclass(frozen=True)
 class NominalHit:
-    """Pages of the nominal hit: ``ids`` the whole pages (int64, block order), then optionally
-    ``partial`` with ``partial_len`` matching tokens; ``tokens`` is the nominal hit length."""
+    """Pages of the nominal hit: ``whole`` the whole pages (block order: the walk's list, or an int64
+    array from the vector pass), then optionally ``partial`` with ``partial_len`` matching tokens;
+    ``tokens`` is the nominal hit length."""
 
-    ids: np.ndarray = field(compare=False, repr=False)
+    whole: Sequence[int] | np.ndarray = field(compare=False, repr=False)
     partial: int | None
     partial_len: int
     tokens: int
 
     @cached_property
+    def ids(self) -> np.ndarray:
+        """The whole pages as a read-only int64 array (a lease of them shares it; the walk's list
+        converted on first use: most hits are only read as a list)."""
+        whole = self.whole
+        if isinstance(whole, np.ndarray):
+            return whole
+        out = np.array(whole, dtype=np.int64)
+        out.flags.writeable = False
+        return out
+
+    @cached_property
     def full(self) -> tuple[int, ...]:
-        """The whole pages as a tuple (made on first use: a lookup reads the array)."""
-        return tuple(self.ids.tolist())
+        """The whole pages as a tuple (made on first use)."""
+        whole = self.whole
+        return tuple(whole.tolist() if isinstance(whole, np.ndarray) else whole)
 
     @property
     def pages(self) -> tuple[int, ...]:
         """Every page the hit touches, in block order."""
         return self.full + ((self.partial,) if self.partial is not None else ())
 
-    def page_ids(self) -> np.ndarray:
-        """``pages`` as an int64 array."""
+    def page_ids(self) -> Sequence[int] | np.ndarray:
+        """``pages`` as a list (a hit the walk found) or an int64 array (the vector pass's)."""
+        whole = self.whole
         if self.partial is None:
-            return self.ids
-        out = np.empty(len(self.ids) + 1, dtype=np.int64)  # (np.append's wrapper costs more than the copy)
-        out[:-1] = self.ids
+            return whole
+        if whole.__class__ is list:
+            return whole + [self.partial]  # type: ignore[operator]
+        out = np.empty(len(whole) + 1, dtype=np.int64)  # (np.append's wrapper costs more than the copy)
+        out[:-1] = whole
         out[-1] = self.partial
         return out
+
+
+_NEW = object.__new__
+
+
+def _hit(whole: Sequence[int] | np.ndarray, partial: int | None, partial_len: int, tokens: int) -> NominalHit:
+    """``NominalHit(whole, partial, partial_len, tokens)``: the same frozen value, its fields set in one
+    update of its ``__dict__`` instead of the frozen ``__init__``'s guarded write per field."""
+    out: NominalHit = _NEW(NominalHit)
+    out.__dict__.update(whole=whole, partial=partial, partial_len=partial_len, tokens=tokens)
+    return out
 
 
 class Scratch:
@@ -363,7 +402,8 @@ class PrefixIndex:
         walk's last key and class."""
         c = self.page_size
         n = len(tokens) if limit is None else min(limit, len(tokens))
-        h, last, hit = ROOT_HASH, -1, NO_PAGES
+        h, last = ROOT_HASH, -1
+        hit: Sequence[int] | np.ndarray = []
         whole = n // c
         if whole and self.by_hash:
             toks = token_array(tokens)
@@ -376,8 +416,9 @@ class PrefixIndex:
                 after = self.sealed.cls.item(walked[-1]) if walk else ROOT_CLASS  # the class the next page follows
                 k = self.sealed.verified(ids, rows, self.scratch, after)
                 if walk:
-                    hit = np.concatenate((walked, ids[:k]))  # (an int64 array of its own)
-                    hit.flags.writeable = False
+                    joined = np.concatenate((walked, ids[:k]))  # (an int64 array of its own)
+                    joined.flags.writeable = False
+                    hit = joined
                 else:
                     hit = ids[:k]
                 if k:
@@ -385,8 +426,7 @@ class PrefixIndex:
                 elif walk:
                     last = walked[-1]
             elif walked:
-                hit = np.array(walked, dtype=np.int64)
-                hit.flags.writeable = False  # (owned and read-only: a lease of the whole pages shares it)
+                hit = walked  # (the walk's own list)
                 last = walked[-1]
         i = len(hit) * c
         best, best_len = None, 0
@@ -408,7 +448,7 @@ class PrefixIndex:
                 m = min(m, c - 1)
                 if m > best_len or (m == best_len and best is not None and order < best_order):
                     best, best_len, best_order = pid, m, order  # the longest match, the first opened of equals
-        return NominalHit(hit, best, best_len, i + best_len)
+        return _hit(hit, best, best_len, i + best_len)
 
     def _walk(self, tokens: array[int], pages: int) -> tuple[list[int], int]:
         """The verified pages among the first ``pages`` whole pages of ``tokens``, one at a time, and the

@@ -23,8 +23,8 @@ def check_tokens(tokens: object, what: str = "tokens") -> Sequence[int]:
         small: list[Any] = tokens  # type: ignore[assignment]
         if all(t.__class__ is int and 0 <= t <= MAX_TOKEN for t in small):
             return small
-    if isinstance(tokens, (str, bytes, bytearray)) or not isinstance(tokens, (Sequence, array)) and not hasattr(
-            tokens, "__array__"):
+    if tokens.__class__ is not tuple and (isinstance(tokens, (str, bytes, bytearray)) or not isinstance(
+            tokens, (Sequence, array)) and not hasattr(tokens, "__array__")):  # (a tuple is a sequence: no ABC check)
         raise BadInputError(f"{what} must be a sequence of ints, got {type(tokens).__name__}")
     try:
         return token_array(tokens)  # type: ignore[arg-type]

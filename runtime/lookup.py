@@ -8,12 +8,18 @@
                     the hit is long, closures when it is short)
       3. effective  largest pos <= nominal with nothing needed unready       search.py
       4. answer     Miss | NeedsRecovery(plan) | Ready(lease: acquire on every whole page, one batch)
+
+The module is a little longer than most: the loops generated from the spec (readiness, recovery
+paths) and the plan and answers built from what they find read best together.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from functools import reduce
+from operator import and_
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -43,24 +49,42 @@ _TOP = np.uint64(56)
 
 
 _NAMED_PAGE = "n['p']"  # how generated source reads the page
+_COLUMN = re.compile(r"(?<![\w\]'\"])a\['([A-Za-z_]\w*)'\]")  # how it reads a state variable's column
+_NAMES = re.compile(r"(?<![\w.'\"])n\b")  # and any name
 MaskFn = Callable[[Iterable[int], dict[str, Any], Mapping[str, Any]], list[int]]
+
+
+def _hoisted(body: str) -> tuple[str, str]:
+    """``body`` (generated source reading the page as ``p``) with each state variable's column read
+    once before the loop instead of once a page, and the loop's head: the page stored in the names
+    only when the body still reads them::
+
+        a['tier'][p] == 0 and a['copied'][p]   ->   c_tier[p] == 0 and c_copied[p]
+        prelude: c_tier = a['tier']; c_copied = a['copied']
+    """
+    columns = dict.fromkeys(_COLUMN.findall(body))
+    body = _COLUMN.sub(lambda m: f"c_{m.group(1)}", body)
+    prelude = "".join(f"    c_{name} = a[{name!r}]\n" for name in columns)
+    head = "    for p in pids:\n" + ("        n['p'] = p\n" if _NAMES.search(body) else "")
+    return body, prelude + head
 
 
 def mask_function(ready: Sequence[Expr]) -> MaskFn:
     """``masks(pids, names, arrays)``: each page's readiness bits (bit k: ``ready[k]`` holds) in one
-    generated loop, each predicate's generated source inlined (no call a predicate a page)::
+    generated loop, each predicate's generated source inlined (no call a predicate a page), each
+    state variable's column read once (``_hoisted``)::
 
         def _masks(pids, n, a):
             out = []
+            c_x = a['x']                  ...
             for p in pids:
-                n['p'] = p
                 out.append((1 if <ready[0]> else 0) | (2 if <ready[1]> else 0) | ...)   n['p'] read as p
             return out
     """
     terms = " | ".join(f"({1 << k} if {source(e).replace(_NAMED_PAGE, 'p')} else 0)"
                        for k, e in enumerate(ready)) or "0"  # the page read from the loop's variable
-    text = (f"def _masks(pids, n, a):\n    out = []\n    for p in pids:\n        n['p'] = p\n"
-            f"        out.append({terms})\n    return out\n")
+    terms, head = _hoisted(terms)
+    text = f"def _masks(pids, n, a):\n    out = []\n{head}        out.append({terms})\n    return out\n"
     scope: dict[str, Any] = {}
     exec(compile(text, "<readiness masks>", "exec"), scope)  # noqa: S102 - source generated from the spec's IR
     fn: MaskFn = scope["_masks"]
@@ -73,12 +97,12 @@ ChooseFn = Callable[[Iterable[int], dict[str, Any], Mapping[str, Any]], list[str
 def path_function(conditions: Mapping[str, Expr]) -> ChooseFn:
     """``choose(pids, names, arrays)``: each page's one recovery path whose condition holds (None when
     none or several do: ``choose_path`` then says which) in one generated loop, each condition's
-    generated source inlined::
+    generated source inlined, each state variable's column read once (``_hoisted``)::
 
         def _choose(pids, n, a):
             out = []
+            c_x = a['x']                  ...
             for p in pids:
-                n['p'] = p
                 k, got = 0, None
                 if <condition of path 1>:   n['p'] read as p
                     k, got = k + 1, 'path 1'
@@ -86,13 +110,13 @@ def path_function(conditions: Mapping[str, Expr]) -> ChooseFn:
                 out.append(got if k == 1 else None)
             return out
     """
-    lines = ["def _choose(pids, n, a):", "    out = []", "    for p in pids:", "        n['p'] = p",
-             "        k, got = 0, None"]
-    for path, cond in conditions.items():
-        lines += [f"        if {source(cond).replace(_NAMED_PAGE, 'p')}:", f"            k, got = k + 1, {path!r}"]
-    lines += ["        out.append(got if k == 1 else None)", "    return out", ""]
+    body = "".join(f"        if {source(cond).replace(_NAMED_PAGE, 'p')}:\n            k, got = k + 1, {path!r}\n"
+                   for path, cond in conditions.items())
+    body, head = _hoisted(body)
+    text = (f"def _choose(pids, n, a):\n    out = []\n{head}        k, got = 0, None\n{body}"
+            f"        out.append(got if k == 1 else None)\n    return out\n")
     scope: dict[str, Any] = {}
-    exec(compile("\n".join(lines), "<recovery paths>", "exec"), scope)  # noqa: S102 - source generated from the IR
+    exec(compile(text, "<recovery paths>", "exec"), scope)  # noqa: S102 - source generated from the IR
     fn: ChooseFn = scope["_choose"]
     return fn
 
@@ -182,21 +206,23 @@ class Lookups:
         masks = self.masks(ids)
         nominal = hit.tokens
         eff = self.search.effective(masks, nominal)
-        blocking = {self.objects[k] for k in self.search.blocked(masks, nominal)} if eff < nominal else set()
-        self.metrics.lookup(len(tokens), nominal, eff, blocking)
-        self.seam.tick()
-        self.seam.accessed(ids)
+        plan = None
+        if eff < nominal:
+            try:
+                plan = self.plan(hit, masks, eff, nominal, owner)
+            except BaseException:  # (counted and touched all the same, as before the plan)
+                self._counted(tokens, hit, masks, eff, ids, None)
+                raise
+        self._counted(tokens, hit, masks, eff, ids, plan)
         if nominal == 0:
             self.metrics.misses += 1
             return Miss()
-        if eff < nominal:
-            plan = self.plan(hit, masks, eff, nominal, owner)
+        if plan is not None:
             gain = nominal - eff
             if plan.pages_to_prefetch or plan.pages_to_compress or plan.recompute_tokens < gain:
                 self.metrics.needs_recovery += 1
-                for a in plan.assignments:
-                    self.metrics.planned_by_path[a.path] += 1
-                return NeedsRecovery(plan)
+                self.metrics.planned_by_path.update([a.path for a in plan.assignments])
+                return _frozen(NeedsRecovery, plan=plan)
         if eff == 0:
             self.metrics.misses += 1
             return Miss(nominal, 0)
@@ -207,9 +233,25 @@ class Lookups:
             self.readers.retire_if_idle(reader)
             raise
         self.metrics.ready += 1
-        return Ready(lease, nominal, self.states.path_of(hit, eff, owner))
+        return _frozen(Ready, lease=lease, nominal=nominal, state=self.states.path_of(hit, eff, owner))
 
-    def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: np.ndarray) -> Any:
+    def _counted(self, tokens: Sequence[int], hit: NominalHit, masks: Any, eff: int, ids: Sequence[int] | np.ndarray,
+                 plan: RecoveryPlan | None) -> None:
+        """The lookup counted (its gap charged to the objects blocking the nominal position: those its
+        plan found missing when no block past the chain can be needed there, else searched) and its
+        pages touched at a new tick."""
+        nominal = hit.tokens
+        if eff == nominal:
+            blocking: set[str] = set()
+        elif plan is not None and self.search.within(len(masks), nominal):
+            blocking = set(plan.missing)
+        else:
+            blocking = {self.objects[k] for k in self.search.blocked(masks, nominal)}
+        self.metrics.lookup(len(tokens), nominal, eff, blocking)
+        self.seam.tick()
+        self.seam.accessed(ids)
+
+    def _lease(self, reader: Any, hit: NominalHit, pos: int, ids: Sequence[int] | np.ndarray) -> Any:
         nfull = pos // self.C
         partial = None
         if pos % self.C:
@@ -218,7 +260,7 @@ class Lookups:
             n = pos % self.C
             partial = PartialSnapshot(nfull, src, tuple(rec.token_ids[:n]),
                                       self.storage.data.read_prefix(rec.gpu_slot, n))
-        return self.leases.acquire(reader, hit.ids if nfull == len(hit.ids) else ids[:nfull], pos, partial)
+        return self.leases.acquire(reader, hit.ids if nfull == len(hit.whole) else ids[:nfull], pos, partial)
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:
@@ -228,12 +270,19 @@ class Lookups:
         fast = self.config.fast
         names, arrays = self._names, self.store.arrays  # (each generated loop sets ``p`` before it reads it)
         ready = masks.tolist() if isinstance(masks, np.ndarray) else masks
+        common = reduce(and_, ready, self.search.full)  # the objects ready on every page (none unready there)
         chosen: list[tuple[int, str, int, str]] = []  # (block, object, page, path): sorted as assignments are
         in_place = 0
         missing: dict[str, int] = {}
+        recompute: set[int] = set()  # blocks
+        prefetch: set[int] = set()  # pages
+        compress: set[int] = set()  # pages
         for k, (obj, needed) in enumerate(zip(self.objects, self.search.needed_blocks(len(pages), target),
                                               strict=True)):
             bit = 1 << k
+            if common & bit:
+                in_place += len(needed)
+                continue
             unready = [p for p in needed if not ready[p] & bit]
             in_place += len(needed) - len(unready)
             if not unready:
@@ -247,17 +296,43 @@ class Lookups:
                     names["p"] = pid
                     path = choose_path(obj, pid, p, conditions, names, arrays)
                 chosen.append((p, obj, pid, path))
+                if path == "prefetch":
+                    prefetch.add(pid)
+                elif path == "recompute":
+                    recompute.add(p)
+                elif path == "compress":
+                    compress.add(pid)
         chosen.sort()  # by block, then object: (block, object) is unique
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
-        assignments = [Assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
+        assignments = [_assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
         page_level = tuple(a for a in assignments if a.obj not in owned) if owned else tuple(assignments)
         state_level = tuple(a for a in assignments if a.obj in owned) if owned else ()
-        recompute = {p for p, _, _, path in chosen if path == "recompute"}
-        prefetch = {pid for _, _, pid, path in chosen if path == "prefetch"}
-        compress = {pid for _, _, pid, path in chosen if path == "compress"}
         c = self.C
         rtokens = sum(min((p + 1) * c, target) - p * c for p in recompute)
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
-        return RecoveryPlan(hit.tokens, eff, target, pages, page_level, in_place, rtokens,
-                            len(prefetch) * page_bytes, len(prefetch), len(compress), missing,
-                            self.states.path(pages, target, owner), state_level)
+        return _frozen(RecoveryPlan, nominal=hit.tokens, effective=eff, target=target, pages=pages,
+                       assignments=page_level, in_place=in_place, recompute_tokens=rtokens,
+                       bytes_to_move=len(prefetch) * page_bytes, pages_to_prefetch=len(prefetch),
+                       pages_to_compress=len(compress), missing=missing, state=self.states.path(pages, target, owner),
+                       state_assignments=state_level)
+
+
+_NEW = object.__new__
+T = TypeVar("T")
+
+
+def _frozen(cls: type[T], **fields: Any) -> T:
+    """``cls(**fields)`` for a frozen dataclass with no ``__post_init__``: the same value (equal,
+    hashing alike), its fields set in one update of its ``__dict__`` instead of the frozen
+    ``__init__``'s guarded write per field (a lookup's answers and a plan's assignments)."""
+    out: T = _NEW(cls)
+    out.__dict__.update(fields)
+    return out
+
+
+def _assignment(page: int, block: int, obj: str, path: str) -> Assignment:
+    """``Assignment(page, block, obj, path)`` as ``_frozen`` makes it (a plan makes one per unready page
+    and object)."""
+    out: Assignment = _NEW(Assignment)
+    out.__dict__.update(page=page, block=block, obj=obj, path=path)
+    return out

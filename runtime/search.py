@@ -42,6 +42,7 @@ BIG = 1 << 62
 Interval = tuple[int, int]
 _SAMPLE_PAGES = (0, 1, 2, 3, 5, 8, 13)
 NEEDED_KEPT = 4096  # needed blocks kept for this many (pages, position) pairs
+TABLED_UP_TO = 10  # objects: up to this many, the search's per-mask tables are made (2**objects entries)
 
 
 def _runs(values: list[bool], lo_off: int) -> list[Interval]:
@@ -84,7 +85,8 @@ class HitSearch:
     """Effective-hit search over per-page readiness masks (bit ``i`` = object ``objects[i]`` ready)."""
 
     def __init__(self, lookup: CompiledLookup, spec_lookup: Lookup, constants: Mapping[str, int],
-                 page_size: int) -> None:
+                 page_size: int, tables: bool = True) -> None:
+        """``tables``: search by per-mask tables when there are few objects (False: bit by bit)."""
         self.lookup = lookup
         self.objects = lookup.objects
         self.full = (1 << len(self.objects)) - 1
@@ -111,6 +113,17 @@ class HitSearch:
         self._upward_bits = sum({1 << k for k, _ in self._upward})
         self._bounded = [(k, lo, hi) for k, lo, hi in items if hi < BIG]
         self._max_hi = max((hi for _, _, hi in self._bounded), default=0)
+        # by mask (few objects): the least ``lo`` of an upward interval not ready, and the bounded intervals
+        # not ready (a short hit's search reads them instead of testing each object's bit on each page)
+        self._up_lo: list[int] | None = None
+        self._up_lo_array = np.zeros(0, dtype=np.int64)
+        self._bounded_of: list[tuple[tuple[int, int], ...]] = []
+        if tables and len(self.objects) <= TABLED_UP_TO:
+            masks = range(1 << len(self.objects))
+            self._up_lo = [min((lo for k, lo in self._upward if not (m >> k) & 1), default=BIG) for m in masks]
+            self._up_lo_array = np.array(self._up_lo, dtype=np.int64)
+            self._bounded_of = [tuple((lo, hi) for k, lo, hi in self._bounded if not (m >> k) & 1) for m in masks]
+        self._least_up_lo = min((lo for _, lo in self._upward), default=BIG)
         self._needed: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
         self._spans_kept: dict[tuple[int, int], tuple[tuple[int, tuple[tuple[int, int], ...]], ...]] = {}
 
@@ -199,6 +212,11 @@ class HitSearch:
                     break
         return out
 
+    def within(self, npages: int, pos: int) -> bool:
+        """Whether every block that can be needed at ``pos`` is one of the chain's ``npages`` (then the
+        objects ``blocked`` names are those with a needed block of the chain not ready)."""
+        return self._last_page(npages, pos) < npages
+
     def _last_page(self, npages: int, pos: int) -> int:
         """The last block that can be needed at ``pos`` (blocks past the chain count as not ready)."""
         if self.profiles is None or self.min_lo <= -BIG:
@@ -217,6 +235,8 @@ class HitSearch:
             return self.brute(masks, nominal)
         if self._unbounded_below:
             return self._effective_sorted(masks, nominal)
+        if self._up_lo is not None:
+            return self._effective_tabled(masks, nominal)
         c = self.page_size
         npages = len(masks)
         x = nominal
@@ -252,6 +272,49 @@ class HitSearch:
                 base = p * c
                 for k, lo, hi in bounded:
                     if not (mask >> k) & 1 and base + lo <= x <= base + hi:
+                        x = base + lo - 1
+                        changed = True
+        return max(x, 0)
+
+    def _effective_tabled(self, masks: Sequence[int], nominal: int) -> int:
+        """``effective`` read off the per-mask tables.  An upward interval of a page not ready bounds
+        the hit by ``p*C + lo - 1`` (a later page's by more: only the least counts, so every page's
+        least ``lo`` is taken, with the pages past the chain's); the bounded ones then move the
+        candidate below each interval that holds it, to the same fixed point (every position it skips
+        is inside such an interval)::
+
+            x = min(nominal, npages*C + least upward lo - 1, min over pages p of p*C + up_lo[mask p] - 1)
+        """
+        c = self.page_size
+        up_lo, bounded_of = self._up_lo, self._bounded_of
+        assert up_lo is not None
+        npages = len(masks)
+        least = self._least_up_lo - 1
+        x = min(nominal, npages * c + least)
+        listed = masks.__class__ is list
+        if not listed and npages:  # an array (a long hit): the pages not ready for an upward object, at once
+            bits, words = self._upward_bits, np.asarray(masks)
+            failing = np.flatnonzero((words & bits) != bits)
+            if len(failing):
+                x = min(x, int(np.minimum.reduce(self._up_lo_array[words[failing]] + failing * c)) - 1)
+        elif listed:
+            base = 0
+            for mask in masks:
+                if base + least >= x:  # (no later page can bound it further)
+                    break
+                v = base + up_lo[mask] - 1
+                if v < x:
+                    x = v
+                base += c
+        min_lo, max_hi = self.min_lo, self._max_hi
+        changed = True
+        while changed and x > 0:
+            changed = False
+            top, bottom = (x - min_lo) // c, max(0, (x - max_hi) // c)
+            for p in range(top, bottom - 1, -1) if listed else self._unready(masks, top, bottom):
+                base = p * c
+                for lo, hi in bounded_of[masks[p] if p < npages else 0]:
+                    if base + lo <= x <= base + hi:
                         x = base + lo - 1
                         changed = True
         return max(x, 0)

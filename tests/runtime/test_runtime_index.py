@@ -277,16 +277,30 @@ _ITEMS = st.one_of(st.integers(-3, 2**64 + 3), st.booleans(), st.integers(0, 9).
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.integers(0, 2**64 - 1), _ITEMS), max_size=12))
 def test_token_array_of_a_list_is_the_constructors(items: list[object]) -> None:
-    """A list goes in by ``fromlist``: the same words as ``array("Q", items)``, the same error type."""
+    """A list goes in by ``fromlist``, a tuple by the constructor (the second time from what the first
+    kept): the same words as ``array("Q", items)``, the same error type."""
     try:
         want: object = array("Q", items)  # type: ignore[arg-type, type-var]
     except (TypeError, OverflowError) as exc:
         want = type(exc)
-    try:
-        got: object = token_array(items)  # type: ignore[arg-type]
-    except (TypeError, OverflowError) as exc:
-        got = type(exc)
-    assert got == want
+    for seq in (items, tuple(items), tuple(items)):  # a list, a tuple, another tuple of the same items
+        try:
+            got: object = token_array(seq)  # type: ignore[arg-type]
+        except (TypeError, OverflowError) as exc:
+            got = type(exc)
+        assert got == want
+
+
+def test_a_tuple_converted_again_is_a_copy_of_its_words() -> None:
+    """The tuple converted last is given again as a fresh copy of its words: what the caller does to
+    one array never reaches the next."""
+    tokens = tuple(range(40))
+    first = token_array(tokens)
+    first[0] = 99
+    again = token_array(tokens)
+    assert again == array("Q", tokens) and again is not first
+    assert token_array(tuple(range(1, 41))) == array("Q", range(1, 41))
+    assert token_array(tokens) == array("Q", tokens)
 
 
 @pytest.mark.parametrize("constant", [True, False])

@@ -142,14 +142,15 @@ def test_overlapping_recovery_paths_raise(tmp_path: Path, make_manager: Callable
 
 # -- the search against a brute-force oracle -----------------------------------------------------------
 
-def _search(page_size: int, window: int) -> HitSearch:
+def _search(page_size: int, window: int, tables: bool = True) -> HitSearch:
     spec = load_spec(SHIPPED_SPEC)
     consts = small_config(page_size=page_size, window=window).spec_constants(spec.constants)
     cs = CompiledSpec(spec, consts)
-    return HitSearch(cs.lookup, spec.lookup, consts, page_size)
+    return HitSearch(cs.lookup, spec.lookup, consts, page_size, tables)
 
 
 SEARCHES = {(c, w): _search(c, w) for c, w in ((4, 6), (3, 7), (5, 2), (2, 0))}
+BIT_BY_BIT = {(c, w): _search(c, w, tables=False) for c, w in SEARCHES}  # the same searches without tables
 
 
 @settings(max_examples=300, deadline=None)
@@ -164,11 +165,18 @@ def test_effective_hit_matches_brute_force(key: tuple[int, int], masks: list[int
     assert search.effective(masks, nominal) == search.brute(masks, nominal)
     # the vector backend hands the masks over as an array: the same answer
     assert search.effective(np.asarray(masks, dtype=np.int64), nominal) == search.brute(masks, nominal)
+    # and bit by bit, without the per-mask tables: the same answer
+    plain = BIT_BY_BIT[key]
+    assert plain.effective(masks, nominal) == plain.effective(np.asarray(masks, dtype=np.int64), nominal) == \
+        search.brute(masks, nominal)
     # what blocks it and which pages each object needs, off the profile: as ``needed`` says page by page
     pairs = search.blocking(masks, nominal, direct=True)
     assert search.blocked(masks, nominal) == sorted({k for k, _ in pairs})
     assert search.blocked(np.asarray(masks, dtype=np.int64), nominal) == sorted({k for k, _ in pairs})
     every = search.needed_blocks(len(masks), nominal)
+    if search.within(len(masks), nominal):  # then what blocks is what a plan finds missing (the lookup counts that)
+        missing = [k for k, blocks in enumerate(every) if any(not masks[p] >> k & 1 for p in blocks)]
+        assert missing == search.blocked(masks, nominal)
     for k in range(len(search.objects)):
         assert search.needed_pages(k, len(masks), nominal) == list(every[k]) == [
             p for p in range(len(masks)) if search.needed(k, p, nominal, direct=True)]
