@@ -34,6 +34,8 @@ from .tiering import TierMover
 from .tiers import Storage
 
 INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
+_HERE: Future[None] = Future()  # the future of a copy carried out before the lock is let go (never waited for)
+_HERE.set_result(None)
 
 
 
@@ -103,12 +105,14 @@ class Prefetcher:
         if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
 
-    def prefetch_many(self, pids: list[int],
-                      protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
+    def prefetch_many(self, pids: list[int], protect: frozenset[int],
+                      own: list[Copy] | None = None) -> tuple[list[Future[None]], list[tuple[int, str]]]:
         """``prefetch(pid, protect, held=True, start=False)`` for each of ``pids`` in order (the caller
         holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
         page that is gone or refused with the reason.  A host or disk page with a slot free (``reserve``
-        made the room) takes it and lets the firing decide (``_start``, as ``_prefetch`` does)."""
+        made the room) takes it and lets the firing decide (``_start``, as ``_prefetch`` does).  ``own``:
+        the copies are appended there instead, for the caller to carry out before it lets the lock go
+        (``carry_out``), each page's future one done already."""
         records, inflight, futures, failed = self.pages.records, self.busy.inflight, [], []
         storage, sweep, fire = self.storage, self.tiers.sweep, self.pipe.firer("prefetch")
         disk, slots = storage.disk, storage.slots
@@ -126,14 +130,36 @@ class Prefetcher:
             source = rec.meta.tier
             try:
                 if (source != "host" and source != "disk") or not slots.free_slots:
-                    futures.append(self._prefetch(pid, protect, False))  # its room made, or its refusal
+                    futures.append(self._prefetch(pid, protect, False, own))  # its room made, or its refusal
                 else:
-                    futures.append(self._start(rec, slots.take(pid), source, False, fire))
+                    futures.append(self._start(rec, slots.take(pid), source, False, fire, own))
             except MorphcacheError as exc:
                 failed.append((pid, str(exc)))
         return futures, failed
 
-    def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True) -> Future[None]:
+    def prefetch_here(self, pids: list[int],
+                      protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
+        """(lock held) ``reserve`` and ``prefetch_many`` of ``pids``, then their copies carried out and
+        landed on this thread before the lock is let go (no hand-off, no future to complete: the pages
+        are in flight only while this thread holds the lock, so nothing else sees them so): the futures
+        (of the pages in flight already, another call's copies, those not done yet) and the refusals."""
+        own: list[Copy] = []
+        try:
+            self.reserve(pids, protect)
+            return self.prefetch_many(pids, protect, own)
+        finally:
+            if own:
+                self.carry_out(own)
+
+    def carry_out(self, job: list[Copy]) -> BaseException | None:
+        """(lock held) The copies of ``job`` fetched and landed in order, exactly as a worker's job
+        (``_run_all``): the first error returned."""
+        fetch = self.landing.fetch
+        lengths = [fetch(pid, slot, source) for pid, slot, source in job]
+        return self.landing.land_all(job, lengths)
+
+    def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True,
+                  own: list[Copy] | None = None) -> Future[None]:
         rec = self.pages.get(pid)
         pipe = self.pipe
         source = rec.meta.tier
@@ -145,13 +171,13 @@ class Prefetcher:
                 pipe.fire("prefetch", None, pid)  # raises the spec's refusal
                 raise TierError(f"page {pid} has no host or disk copy to prefetch")
             slot = self.tiers.take_slot(rec, protect)
-        return self._start(rec, slot, source, start, pipe.firer("prefetch"))
+        return self._start(rec, slot, source, start, pipe.firer("prefetch"), own)
 
     def _start(self, rec: PageRecord, slot: int, source: str, start: bool,
-               fire: Callable[[Any, Any, Any, Any], None]) -> Future[None]:
+               fire: Callable[[Any, Any, Any, Any], None], own: list[Copy] | None = None) -> Future[None]:
         """Fire ``prefetch`` on the page, which holds reserved ``slot`` (a refusal gives the slot back),
-        place it there and start its copy (``start``) or queue it for ``start_queued``; the page is in
-        flight then."""
+        place it there and start its copy (``start``), queue it for ``start_queued``, or append it to
+        ``own`` (its future one done already); the page is in flight then."""
         pid = rec.pid
         try:
             fire(None, pid, None, None)
@@ -160,8 +186,11 @@ class Prefetcher:
             raise
         try:
             self.storage.place(rec, slot, self._gen(pid))
-            if start:
-                fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+            if own is not None:
+                fut: Future[None] = _HERE
+                own.append((pid, slot, source))
+            elif start:
+                fut = self.executor.submit(self._copy, pid, slot, source)
             else:
                 fut = self._queued_future or self._queue_future()
                 self._queued.append((pid, slot, source))

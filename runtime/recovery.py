@@ -15,7 +15,6 @@ steps, even while the lock is released to wait for the copies.  Refusals are rep
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from concurrent.futures import Future, wait
 
 from .binding import TIER
@@ -60,23 +59,27 @@ class Recovery:
                     collect(pid)
 
     def _recover(self, plan: RecoveryPlan, block: bool, protect: frozenset[int]) -> RecoveryReport:
-        done: Counter[str] = Counter()
         failed: list[tuple[int, str]] = []
         futures: list[Future[None]] = []
-        prefetch = list(plan.pages_on("prefetch"))
-        try:
+        prefetch, recompute, done = _paths(plan)
+        prefetcher = self.prefetcher
+        if block and len(prefetch) <= prefetcher.inline_copies:  # copied here, before the lock is let go
             with self.lock:
-                self.prefetcher.reserve(prefetch, protect)
-                futures, failed = self.prefetcher.prefetch_many(prefetch, protect)
-        finally:
-            self.prefetcher.start_queued(block)  # the copies start once the lock is free for them
-        if block:  # a waited recovery's few copies are done (its queued copies share one future)
-            pending = [fut for fut in set(futures) if not fut.done()]
+                futures, failed = prefetcher.prefetch_here(prefetch, protect)
+        else:
+            try:
+                with self.lock:
+                    prefetcher.reserve(prefetch, protect)
+                    futures, failed = prefetcher.prefetch_many(prefetch, protect)
+            finally:
+                prefetcher.start_queued(block)  # the copies start once the lock is free for them
+        if block:  # a waited recovery's copies are done (its queued copies share one future; another
+            pending = [fut for fut in set(futures) if not fut.done()]  # call's copies may be in flight)
             if pending:
                 wait(pending)
         with self.lock:
             store = self.pipe.store
-            for pid in plan.pages_on("recompute"):
+            for pid in recompute:
                 if pid not in self.pages:
                     failed.append((pid, "page is gone"))
                     continue
@@ -94,6 +97,24 @@ class Recovery:
             else:
                 for pid in maintained:
                     self.morph.maintain(pid)
-            done.update(a.path for a in plan.assignments)
-            self.metrics.recoveries_by_path.update(done)
-        return RecoveryReport(dict(done), tuple(failed), len(futures))
+            by_path = self.metrics.recoveries_by_path
+            for path, n in done.items():
+                by_path[path] += n
+        return RecoveryReport(done, tuple(failed), len(futures))
+
+
+def _paths(plan: RecoveryPlan) -> tuple[list[int], list[int], dict[str, int]]:
+    """One pass over the plan's assignments: ``plan.pages_on("prefetch")``, ``plan.pages_on("recompute")``
+    and the number of assignments by path (in the order the paths first appear)."""
+    done: dict[str, int] = {}
+    pages: dict[str, dict[int, int]] = {}
+    for a in plan.assignments:
+        path = a.path
+        done[path] = done.get(path, 0) + 1
+        seen = pages.get(path)
+        if seen is None:
+            pages[path] = {a.page: a.block}
+        elif a.page not in seen:
+            seen[a.page] = a.block
+    prefetch, recompute = pages.get("prefetch", {}), pages.get("recompute", {})
+    return sorted(prefetch, key=prefetch.__getitem__), sorted(recompute, key=recompute.__getitem__), done
