@@ -95,12 +95,11 @@ class Prefetcher:
         free = len(slots.free_slots)
         if len(pids) <= free:  # room for them all already
             return
-        pipe, find, inflight = self.pipe, self.pages.find, self.busy.inflight
+        allowed, records, inflight = self.pipe.allower("prefetch"), self.pages.records, self.busy.inflight
         need = 0
         for pid in pids:
-            rec = find(pid)
-            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and \
-                    pipe.allowed("prefetch", None, pid):
+            rec = records.get(pid)
+            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and allowed(None, pid):
                 need += 1
         if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free

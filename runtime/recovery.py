@@ -3,10 +3,11 @@
 ::
 
     plan.pages_on("prefetch")   prefetcher.prefetch, all started once the lock is let go, then waited for
-                                (block=True: up to ``inline_copies`` copied on this thread, no hand-off)
+                                (block=True: up to ``inline_copies`` copied and landed on this thread
+                                before it lets the lock go: no hand-off, no future, ``prefetch_here``)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
-    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU (many
-                                pages together: ``Morphology.maintain_many``, each proposal one batch)
+    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU (two or
+                                more pages together: ``Morphology.maintain_many``)
 
 The plan's pages are held (``Busy``) for the whole call, so nothing forgets them between the
 steps, even while the lock is released to wait for the copies.  Refusals are reported, not raised.
@@ -28,7 +29,7 @@ from .plan import RecoveryPlan, RecoveryReport
 from .prefetch import Prefetcher
 from .tiering import TierMover
 
-TOGETHER_FROM = 64
+TOGETHER_FROM = 2
 
 
 class Recovery:
@@ -40,8 +41,9 @@ class Recovery:
         self.busy, self.collector, self.metrics, self.lock = busy, collector, metrics, lock
         codes = pipe.cspec.codes[TIER]
         self._gpu, self._dropped = codes["gpu"], codes["dropped"]
-        # this many of the plan's pages on the GPU propose their morphology together (each proposal one
-        # vector batch: some 20-50 us, more than fewer pages' proposals one by one cost)
+        # this many of the plan's pages on the GPU propose their morphology together (each page's
+        # compression and indexing one generated function, the admissions one batch: about a fifth less
+        # than page by page from two pages on; a single page's ``maintain`` costs less)
         self.together_from = TOGETHER_FROM
 
     def recover(self, plan: RecoveryPlan, block: bool) -> RecoveryReport:
