@@ -4,8 +4,9 @@ deciding whether it lands::
     prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
     worker     read the copy (outside the lock), write it into the slot (a recovery starts its copies
                once it let the lock go, one job a worker: a worker woken while the lock is held only
-               waits for it; a recovery that waits for a few copies copies them itself, no hand-off;
-               the copies queued together share one future, done when the last has landed)
+               waits for it; the copies queued together share one future, done when the last has
+               landed); a recovery that waits for up to ``inline_copies`` copies copies and lands them
+               itself before it lets the lock go (``prefetch_here``): no hand-off, no future
     then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
                the source copy is deleted (a file that cannot be is a counted leftover)
 
@@ -33,11 +34,11 @@ from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
 
-INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
+INLINE_COPIES = 1024  # a waiting recovery's copies up to this many: its own (workers copy nothing in parallel:
+# the copies hold the interpreter lock, or the manager's lock with the engine's tensor store; a hand-off to a
+# worker only adds switches of the interpreter lock, milliseconds each)
 _HERE: Future[None] = Future()  # the future of a copy carried out before the lock is let go (never waited for)
 _HERE.set_result(None)
-
-
 
 
 @dataclass
@@ -110,8 +111,7 @@ class Prefetcher:
         holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
         page that is gone or refused with the reason.  A host or disk page with a slot free (``reserve``
         made the room) takes it and lets the firing decide (``_start``, as ``_prefetch`` does).  ``own``:
-        the copies are appended there instead, for the caller to carry out before it lets the lock go
-        (``carry_out``), each page's future one done already."""
+        the copies go there instead (their future one done already), landed before the lock is let go."""
         records, inflight, futures, failed = self.pages.records, self.busy.inflight, [], []
         storage, sweep, fire = self.storage, self.tiers.sweep, self.pipe.firer("prefetch")
         disk, slots = storage.disk, storage.slots
@@ -138,24 +138,16 @@ class Prefetcher:
 
     def prefetch_here(self, pids: list[int],
                       protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
-        """(lock held) ``reserve`` and ``prefetch_many`` of ``pids``, then their copies carried out and
-        landed on this thread before the lock is let go (no hand-off, no future to complete: the pages
-        are in flight only while this thread holds the lock, so nothing else sees them so): the futures
-        (of the pages in flight already, another call's copies, those not done yet) and the refusals."""
+        """(lock held) ``reserve`` and ``prefetch_many`` of ``pids``, their copies then fetched and landed
+        here, under the lock (no hand-off, no future to complete: nothing else sees them in flight): the
+        futures (another call's copies among them, maybe not done) and the refusals."""
         own: list[Copy] = []
         try:
             self.reserve(pids, protect)
             return self.prefetch_many(pids, protect, own)
         finally:
-            if own:
-                self.carry_out(own)
-
-    def carry_out(self, job: list[Copy]) -> BaseException | None:
-        """(lock held) The copies of ``job`` fetched and landed in order, exactly as a worker's job
-        (``_run_all``): the first error returned."""
-        fetch = self.landing.fetch
-        lengths = [fetch(pid, slot, source) for pid, slot, source in job]
-        return self.landing.land_all(job, lengths)
+            if own:  # as a worker's job (``_run_all``), its error left on no future (none waits for it)
+                self.landing.land_all(own, self.landing.fetch_all(own))
 
     def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True,
                   own: list[Copy] | None = None) -> Future[None]:
@@ -250,13 +242,11 @@ class Prefetcher:
                 raise
 
     def _run_all(self, job: list[Copy], batch: _Batch) -> None:
-        """Worker (or the waiting caller): the copies of one job read and written in order
-        (``Landing.fetch`` each), then landed in order under one hold of the lock (``Landing.land_all``);
-        the batch's future told when the last job has ended."""
+        """Worker (or the waiting caller): one job's copies fetched in order, then landed in order under one
+        hold of the lock (``Landing.land_all``); the batch's future told when the last job has ended."""
         error: BaseException | None = None
         try:
-            fetch = self.landing.fetch
-            lengths = [fetch(pid, slot, source) for pid, slot, source in job]
+            lengths = self.landing.fetch_all(job)
             with self.lock:
                 error = self.landing.land_all(job, lengths)
         except BaseException as exc:  # noqa: BLE001 - the copies' outcome, on the batch's future
