@@ -55,6 +55,12 @@ class Landing:
             return FAILED
         return len(data)
 
+    def fetch_all(self, job: list[Copy]) -> list[int | None]:
+        """``fetch`` of each copy of ``job`` in order (call without the lock, or holding it for a job no
+        other thread waits for)."""
+        fetch = self.fetch
+        return [fetch(pid, slot, source) for pid, slot, source in job]
+
     def land_all(self, job: list[Copy], lengths: list[int | None]) -> BaseException | None:
         """(lock held) Each copy of ``job`` landed (``lengths``: ``fetch``'s answers), its page then out
         of flight and collected, in order; then the source copies of those landed (or refused) deleted

@@ -4,8 +4,9 @@ deciding whether it lands::
     prefetch   host|disk --prefetch--> prefetching   slot reserved (room made by the policy's victims)
     worker     read the copy (outside the lock), write it into the slot (a recovery starts its copies
                once it let the lock go, one job a worker: a worker woken while the lock is held only
-               waits for it; a recovery that waits for a few copies copies them itself, no hand-off;
-               the copies queued together share one future, done when the last has landed)
+               waits for it; the copies queued together share one future, done when the last has
+               landed); a recovery that waits for up to ``inline_copies`` copies copies and lands them
+               itself before it lets the lock go (``prefetch_here``): no hand-off, no future
     then       copy_done -> verify (the checksum measured: ``intact`` observed) -> land | corrupt
                the source copy is deleted (a file that cannot be is a counted leftover)
 
@@ -33,9 +34,11 @@ from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
 
-INLINE_COPIES = 128  # a waited-for queue of at most this many copies is carried out by the waiting thread
-
-
+INLINE_COPIES = 1024  # a waiting recovery's copies up to this many: its own (workers copy nothing in parallel:
+# the copies hold the interpreter lock, or the manager's lock with the engine's tensor store; a hand-off to a
+# worker only adds switches of the interpreter lock, milliseconds each)
+_HERE: Future[None] = Future()  # the future of a copy carried out before the lock is let go (never waited for)
+_HERE.set_result(None)
 
 
 @dataclass
@@ -93,22 +96,22 @@ class Prefetcher:
         free = len(slots.free_slots)
         if len(pids) <= free:  # room for them all already
             return
-        pipe, find, inflight = self.pipe, self.pages.find, self.busy.inflight
+        allowed, records, inflight = self.pipe.allower("prefetch"), self.pages.records, self.busy.inflight
         need = 0
         for pid in pids:
-            rec = find(pid)
-            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and \
-                    pipe.allowed("prefetch", None, pid):
+            rec = records.get(pid)
+            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and allowed(None, pid):
                 need += 1
         if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
 
-    def prefetch_many(self, pids: list[int],
-                      protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
+    def prefetch_many(self, pids: list[int], protect: frozenset[int],
+                      own: list[Copy] | None = None) -> tuple[list[Future[None]], list[tuple[int, str]]]:
         """``prefetch(pid, protect, held=True, start=False)`` for each of ``pids`` in order (the caller
         holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
         page that is gone or refused with the reason.  A host or disk page with a slot free (``reserve``
-        made the room) takes it and lets the firing decide (``_start``, as ``_prefetch`` does)."""
+        made the room) takes it and lets the firing decide (``_start``, as ``_prefetch`` does).  ``own``:
+        the copies go there instead (their future one done already), landed before the lock is let go."""
         records, inflight, futures, failed = self.pages.records, self.busy.inflight, [], []
         storage, sweep, fire = self.storage, self.tiers.sweep, self.pipe.firer("prefetch")
         disk, slots = storage.disk, storage.slots
@@ -126,14 +129,28 @@ class Prefetcher:
             source = rec.meta.tier
             try:
                 if (source != "host" and source != "disk") or not slots.free_slots:
-                    futures.append(self._prefetch(pid, protect, False))  # its room made, or its refusal
+                    futures.append(self._prefetch(pid, protect, False, own))  # its room made, or its refusal
                 else:
-                    futures.append(self._start(rec, slots.take(pid), source, False, fire))
+                    futures.append(self._start(rec, slots.take(pid), source, False, fire, own))
             except MorphcacheError as exc:
                 failed.append((pid, str(exc)))
         return futures, failed
 
-    def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True) -> Future[None]:
+    def prefetch_here(self, pids: list[int],
+                      protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
+        """(lock held) ``reserve`` and ``prefetch_many`` of ``pids``, their copies then fetched and landed
+        here, under the lock (no hand-off, no future to complete: nothing else sees them in flight): the
+        futures (another call's copies among them, maybe not done) and the refusals."""
+        own: list[Copy] = []
+        try:
+            self.reserve(pids, protect)
+            return self.prefetch_many(pids, protect, own)
+        finally:
+            if own:  # as a worker's job (``_run_all``), its error left on no future (none waits for it)
+                self.landing.land_all(own, self.landing.fetch_all(own))
+
+    def _prefetch(self, pid: int, protect: frozenset[int] | set[int], start: bool = True,
+                  own: list[Copy] | None = None) -> Future[None]:
         rec = self.pages.get(pid)
         pipe = self.pipe
         source = rec.meta.tier
@@ -145,13 +162,13 @@ class Prefetcher:
                 pipe.fire("prefetch", None, pid)  # raises the spec's refusal
                 raise TierError(f"page {pid} has no host or disk copy to prefetch")
             slot = self.tiers.take_slot(rec, protect)
-        return self._start(rec, slot, source, start, pipe.firer("prefetch"))
+        return self._start(rec, slot, source, start, pipe.firer("prefetch"), own)
 
     def _start(self, rec: PageRecord, slot: int, source: str, start: bool,
-               fire: Callable[[Any, Any, Any, Any], None]) -> Future[None]:
+               fire: Callable[[Any, Any, Any, Any], None], own: list[Copy] | None = None) -> Future[None]:
         """Fire ``prefetch`` on the page, which holds reserved ``slot`` (a refusal gives the slot back),
-        place it there and start its copy (``start``) or queue it for ``start_queued``; the page is in
-        flight then."""
+        place it there and start its copy (``start``), queue it for ``start_queued``, or append it to
+        ``own`` (its future one done already); the page is in flight then."""
         pid = rec.pid
         try:
             fire(None, pid, None, None)
@@ -160,8 +177,11 @@ class Prefetcher:
             raise
         try:
             self.storage.place(rec, slot, self._gen(pid))
-            if start:
-                fut: Future[None] = self.executor.submit(self._copy, pid, slot, source)
+            if own is not None:
+                fut: Future[None] = _HERE
+                own.append((pid, slot, source))
+            elif start:
+                fut = self.executor.submit(self._copy, pid, slot, source)
             else:
                 fut = self._queued_future or self._queue_future()
                 self._queued.append((pid, slot, source))
@@ -222,13 +242,11 @@ class Prefetcher:
                 raise
 
     def _run_all(self, job: list[Copy], batch: _Batch) -> None:
-        """Worker (or the waiting caller): the copies of one job read and written in order
-        (``Landing.fetch`` each), then landed in order under one hold of the lock (``Landing.land_all``);
-        the batch's future told when the last job has ended."""
+        """Worker (or the waiting caller): one job's copies fetched in order, then landed in order under one
+        hold of the lock (``Landing.land_all``); the batch's future told when the last job has ended."""
         error: BaseException | None = None
         try:
-            fetch = self.landing.fetch
-            lengths = [fetch(pid, slot, source) for pid, slot, source in job]
+            lengths = self.landing.fetch_all(job)
             with self.lock:
                 error = self.landing.land_all(job, lengths)
         except BaseException as exc:  # noqa: BLE001 - the copies' outcome, on the batch's future

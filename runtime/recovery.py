@@ -3,10 +3,11 @@
 ::
 
     plan.pages_on("prefetch")   prefetcher.prefetch, all started once the lock is let go, then waited for
-                                (block=True: up to ``inline_copies`` copied on this thread, no hand-off)
+                                (block=True: up to ``inline_copies`` copied and landed on this thread
+                                before it lets the lock go: no hand-off, no future, ``prefetch_here``)
     plan.pages_on("recompute")  drop (if not dropped yet) + recompute: a fresh slot, tokens prefilled
-    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU (many
-                                pages together: ``Morphology.maintain_many``, each proposal one batch)
+    every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU (two or
+                                more pages together: ``Morphology.maintain_many``)
 
 The plan's pages are held (``Busy``) for the whole call, so nothing forgets them between the
 steps, even while the lock is released to wait for the copies.  Refusals are reported, not raised.
@@ -15,7 +16,6 @@ steps, even while the lock is released to wait for the copies.  Refusals are rep
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from concurrent.futures import Future, wait
 
 from .binding import TIER
@@ -29,7 +29,7 @@ from .plan import RecoveryPlan, RecoveryReport
 from .prefetch import Prefetcher
 from .tiering import TierMover
 
-TOGETHER_FROM = 64
+TOGETHER_FROM = 2
 
 
 class Recovery:
@@ -41,8 +41,9 @@ class Recovery:
         self.busy, self.collector, self.metrics, self.lock = busy, collector, metrics, lock
         codes = pipe.cspec.codes[TIER]
         self._gpu, self._dropped = codes["gpu"], codes["dropped"]
-        # this many of the plan's pages on the GPU propose their morphology together (each proposal one
-        # vector batch: some 20-50 us, more than fewer pages' proposals one by one cost)
+        # this many of the plan's pages on the GPU propose their morphology together (each page's
+        # compression and indexing one generated function, the admissions one batch: about a fifth less
+        # than page by page from two pages on; a single page's ``maintain`` costs less)
         self.together_from = TOGETHER_FROM
 
     def recover(self, plan: RecoveryPlan, block: bool) -> RecoveryReport:
@@ -60,23 +61,27 @@ class Recovery:
                     collect(pid)
 
     def _recover(self, plan: RecoveryPlan, block: bool, protect: frozenset[int]) -> RecoveryReport:
-        done: Counter[str] = Counter()
         failed: list[tuple[int, str]] = []
         futures: list[Future[None]] = []
-        prefetch = list(plan.pages_on("prefetch"))
-        try:
+        prefetch, recompute, done = _paths(plan)
+        prefetcher = self.prefetcher
+        if block and len(prefetch) <= prefetcher.inline_copies:  # copied here, before the lock is let go
             with self.lock:
-                self.prefetcher.reserve(prefetch, protect)
-                futures, failed = self.prefetcher.prefetch_many(prefetch, protect)
-        finally:
-            self.prefetcher.start_queued(block)  # the copies start once the lock is free for them
-        if block:  # a waited recovery's few copies are done (its queued copies share one future)
-            pending = [fut for fut in set(futures) if not fut.done()]
+                futures, failed = prefetcher.prefetch_here(prefetch, protect)
+        else:
+            try:
+                with self.lock:
+                    prefetcher.reserve(prefetch, protect)
+                    futures, failed = prefetcher.prefetch_many(prefetch, protect)
+            finally:
+                prefetcher.start_queued(block)  # the copies start once the lock is free for them
+        if block:  # a waited recovery's copies are done (its queued copies share one future; another
+            pending = [fut for fut in set(futures) if not fut.done()]  # call's copies may be in flight)
             if pending:
                 wait(pending)
         with self.lock:
             store = self.pipe.store
-            for pid in plan.pages_on("recompute"):
+            for pid in recompute:
                 if pid not in self.pages:
                     failed.append((pid, "page is gone"))
                     continue
@@ -94,6 +99,24 @@ class Recovery:
             else:
                 for pid in maintained:
                     self.morph.maintain(pid)
-            done.update(a.path for a in plan.assignments)
-            self.metrics.recoveries_by_path.update(done)
-        return RecoveryReport(dict(done), tuple(failed), len(futures))
+            by_path = self.metrics.recoveries_by_path
+            for path, n in done.items():
+                by_path[path] += n
+        return RecoveryReport(done, tuple(failed), len(futures))
+
+
+def _paths(plan: RecoveryPlan) -> tuple[list[int], list[int], dict[str, int]]:
+    """One pass over the plan's assignments: ``plan.pages_on("prefetch")``, ``plan.pages_on("recompute")``
+    and the number of assignments by path (in the order the paths first appear)."""
+    done: dict[str, int] = {}
+    pages: dict[str, dict[int, int]] = {}
+    for a in plan.assignments:
+        path = a.path
+        done[path] = done.get(path, 0) + 1
+        seen = pages.get(path)
+        if seen is None:
+            pages[path] = {a.page: a.block}
+        elif a.page not in seen:
+            seen[a.page] = a.block
+    prefetch, recompute = pages.get("prefetch", {}), pages.get("recompute", {})
+    return sorted(prefetch, key=prefetch.__getitem__), sorted(recompute, key=recompute.__getitem__), done
