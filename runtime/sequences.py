@@ -36,6 +36,8 @@ from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
 
+SHORT_TABLE = 64  # block tables up to this many pages are read page by page (numpy's fixed cost is more)
+
 
 class Sequences:
     """Writing sequences and their block tables."""
@@ -66,14 +68,21 @@ class Sequences:
         kinds = token_types(types, len(tokens))
         reader = self.readers.named(name)
         reader.session, reader.task = session, task
+        if not len(tokens):  # one firing, all or nothing alone; then the tick a write's notices give
+            try:
+                self.pipe.fire("register", reader.rid)
+            except BaseException:
+                self.readers.retire_if_idle(reader)
+                raise
+            self.seam.tick()
+            return 0
+
         def events(pending: list[Pending]) -> None:
             self.pipe.fire("register", reader.rid)
-            if len(tokens):  # (no tokens: no page to open, nothing to write)
-                self.writer.events(reader, 0, tokens, kinds, pending)
+            self.writer.events(reader, 0, tokens, kinds, pending)
 
         try:
-            if len(tokens):
-                self.writer.room(reader, 0, len(tokens))
+            self.writer.room(reader, 0, len(tokens))
             self.writer.transaction(events)
         except BaseException:
             self.readers.retire_if_idle(reader)
@@ -82,38 +91,51 @@ class Sequences:
 
     def free(self, reader: ReaderRecord) -> None:
         """End the sequence: every page leaves its block table (``detach``), then ``free``; its sealed
-        pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay."""
+        pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay.  (No page
+        is written: one transaction of the two, then the tick a write's notices give.)"""
         block = reader.block
         pids = self._block_ids(reader)
-
-        def events(pending: list[Pending]) -> None:
+        pipe, rid = self.pipe, reader.rid
+        with pipe.atomic():
             if block:
-                self.pipe.fire_batch("detach", reader.rid, pids, distinct=True)
-            self.pipe.fire("free", reader.rid)
-
-        self.writer.transaction(events)
+                pipe.fire_batch("detach", rid, pids, distinct=True)
+            pipe.fire("free", rid)
+        self.seam.tick()
         reader.block = []
-        self.writer.tips.point(reader.rid, None)
+        self.writer.tips.point(rid, None)
         reader.slide_next = 0
-        records = self.pages.records
+        if not block:
+            self.readers.retire_if_idle(reader)
+            return
         self.seam.holders(pids, -1, block)
-        if self.config.auto_admit and block:
-            store = self.store
-            tail, (done, released) = store.vecs[TAIL][pids], self._sealed_codes  # (two codes: two compares)
-            sealed = ((tail == done) | (tail == released)) & (store.vecs[POOL][pids] != self._pooled)
-            for pid in pids[sealed].tolist():
+        if self.config.auto_admit:
+            records, admit = self.pages.records, self.morph.admit
+            for pid in self._sealed_private(block, pids):
                 if pid in records:
-                    self.morph.admit(pid)
-        if block:
-            self.collector.collect_many(pids[::-1])
+                    admit(pid)
+        self.collector.collect_many(pids[::-1])
         self.readers.retire_if_idle(reader)
 
+    def _sealed_private(self, block: list[int], pids: np.ndarray) -> list[int]:
+        """The pages of a block table (``block``, ``pids`` the same as an array) whose tail is sealed or
+        released and that are not in the pool, in block order: scalar reads for a short table (numpy's
+        fixed cost is more), two gathers for a long one."""
+        store, (done, released), pooled = self.store, self._sealed_codes, self._pooled
+        if len(block) <= SHORT_TABLE:
+            tail, pool = store.cols[TAIL], store.cols[POOL]
+            return [pid for pid in block if (tail[pid] == done or tail[pid] == released) and pool[pid] != pooled]
+        tails = store.vecs[TAIL][pids]
+        return pids[((tails == done) | (tails == released)) & (store.vecs[POOL][pids] != pooled)].tolist()
+
     def _block_ids(self, reader: ReaderRecord) -> np.ndarray:
-        """The reader's block table as an array: its ``block`` row's pages when the row is kept in
-        array form (an attached prefix and the pages opened after it, in block order), else converted."""
+        """The reader's block table as an array: a short one converted (numpy's fixed cost is less than
+        the row's), a long one its ``block`` row's pages when the row is kept in array form (an attached
+        prefix and the pages opened after it, in block order), else converted."""
         block = reader.block
+        if len(block) <= SHORT_TABLE or not self.store.in_array_form((BLOCK,), reader.rid):
+            return np.array(block, dtype=np.int64)
         ids = self.store.pages_array((BLOCK,), reader.rid)
-        if len(ids) == len(block) and (not block or (ids[0] == block[0] and ids[-1] == block[-1])):
+        if len(ids) == len(block) and ids[0] == block[0] and ids[-1] == block[-1]:
             return ids
         return np.fromiter(block, dtype=np.int64, count=len(block))
 
@@ -170,7 +192,11 @@ class Sequences:
         part_kinds = kinds[len(full) * self.C:] if kinds is not None else None
         self.writer.room(reader, len(full) * self.C, extra)
         own = lease.reader == reader.rid
-        pipe, rid = self.pipe, reader.rid
+        pipe, rid, tips = self.pipe, reader.rid, self.writer.tips
+
+        def emptied() -> None:
+            reader.block.clear()
+            tips.point(rid, None)
 
         def events(pending: list[Pending]) -> None:
             if len(full):
@@ -185,9 +211,9 @@ class Sequences:
                         pipe.fire_batch("release", rid, more)
                     if len(last):
                         pipe.fire_batch("release_last", rid, last)
-                reader.block.extend(listed)
-                self.writer.undo(lambda: reader.block.clear())
-                self.writer.undo(self.writer.tips.set(rid, self.pages.records[listed[-1]]))
+                reader.block.extend(listed)  # (the table was empty: its tip too, and so again if undone)
+                tips.point(rid, self.pages.records[listed[-1]])
+                self.writer.undo(emptied)
                 pipe.fire("end_attach", rid)  # the windows the reader's kernels will read are there
             if extra:
                 self.writer.events(reader, len(full) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]
