@@ -139,16 +139,15 @@ class Sequences:
         return pids[((tails == done) | (tails == released)) & (store.vecs[POOL][pids] != pooled)].tolist()
 
     def _block_ids(self, reader: ReaderRecord) -> np.ndarray:
-        """The reader's block table as an array: a short one converted (numpy's fixed cost is less than
-        the row's), a long one its ``block`` row's pages when the row is kept in array form (an attached
-        prefix and the pages opened after it, in block order), else converted."""
-        block = reader.block
-        if len(block) <= SHORT_TABLE or not self.store.in_array_form((BLOCK,), reader.rid):
-            return np.array(block, dtype=np.int64)
-        ids = self.store.pages_array((BLOCK,), reader.rid)
-        if len(ids) == len(block) and ids[0] == block[0] and ids[-1] == block[-1]:
-            return ids
-        return np.fromiter(block, dtype=np.int64, count=len(block))
+        """The reader's block table as an array: its ``block`` row's own pages when the row is kept in
+        array form (an attached prefix and the pages opened after it, in block order: the batches that
+        read and write the row know it at once by identity), else converted from the list."""
+        block, store = reader.block, self.store
+        if store.in_array_form((BLOCK,), reader.rid):
+            ids = store.pages_array((BLOCK,), reader.rid)
+            if len(ids) == len(block) and (not block or (ids[0] == block[0] and ids[-1] == block[-1])):
+                return ids
+        return np.array(block, dtype=np.int64)
 
     # -- append -----------------------------------------------------------------------------------
     def append(self, reader: ReaderRecord, tokens: Sequence[int], types: Spans = None) -> int:
