@@ -68,22 +68,15 @@ class Sequences:
         kinds = token_types(types, len(tokens))
         reader = self.readers.named(name)
         reader.session, reader.task = session, task
-        if not len(tokens):  # one firing, all or nothing alone; then the tick a write's notices give
-            try:
-                self.pipe.fire("register", reader.rid)
-            except BaseException:
-                self.readers.retire_if_idle(reader)
-                raise
-            self.seam.tick()
-            return 0
-
         def events(pending: list[Pending]) -> None:
             self.pipe.fire("register", reader.rid)
-            self.writer.events(reader, 0, tokens, kinds, pending)
+            if len(tokens):  # (no tokens: no page to open, nothing to write)
+                self.writer.events(reader, 0, tokens, kinds, pending)
 
         try:
-            self.writer.room(reader, 0, len(tokens))
-            self.writer.transaction(events)
+            if len(tokens):
+                self.writer.room(reader, 0, len(tokens))
+            self.writer.transaction(events)  # (with no tokens too: the last write's undo list is let go here)
         except BaseException:
             self.readers.retire_if_idle(reader)
             raise
@@ -91,21 +84,18 @@ class Sequences:
 
     def free(self, reader: ReaderRecord) -> None:
         """End the sequence: every page leaves its block table (``detach``), then ``free``; its sealed
-        pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay.  (No page
-        is written: one transaction of the two, then the tick a write's notices give.)"""
+        pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay."""
         block = reader.block
         pids = self._block_ids(reader)
         pipe, rid = self.pipe, reader.rid
-        sp = pipe.begin()  # (``atomic`` spelled out: a generator's context costs more than the two firings' upkeep)
-        try:
+
+        # (a write's transaction, though no page is written: the last write's undo list is let go here)
+        def events(pending: list[Pending]) -> None:
             if block:
                 pipe.fire_batch("detach", rid, pids, distinct=True)
             pipe.fire("free", rid)
-        except BaseException:
-            pipe.rollback(sp)
-            raise
-        pipe.commit()
-        self.seam.tick()
+
+        self.writer.transaction(events)
         reader.block = []
         self.writer.tips.point(rid, None)
         reader.slide_next = 0
