@@ -42,6 +42,7 @@ class LeaseBook:
         self.store = pipe.store
         self.leases: dict[int, Lease] = {}
         self._pooled = pipe.cspec.codes[POOL]["pooled"]
+        self.scalar = True  # a one-page lease's release read with scalars (False: with arrays, as a longer one)
 
     def __len__(self) -> int:
         return len(self.leases)
@@ -121,7 +122,7 @@ class LeaseBook:
         reader = self.readers.by_rid.get(lease.reader)
         if reader is not None:
             reader.leases.discard(lease.lease_id)
-        if pid >= 0:  # ``collect_many`` of one page: its skip read as two scalars
+        if pid >= 0 and self.scalar:  # ``collect_many`` of one page: its skip read as two scalars
             if not self.store.page(PIN, pid) and self.store.page(POOL, pid) != self._pooled:
                 self.collector.collect(pid)
         else:

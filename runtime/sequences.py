@@ -53,6 +53,7 @@ class Sequences:
         self._sealed_codes = (codes[TAIL]["sealed"], codes[TAIL]["released"])
         self._pooled = codes[POOL]["pooled"]
         self.writer = PageWriter(pipe, pages, readers, index, storage, tiers, morph, seam, config)
+        self.short_table = SHORT_TABLE  # (0: every block table read with arrays, as a long one)
         self.step = DecodeStep(pipe, pages, storage, self.writer, morph, seam, config)
 
     def frontier(self, reader: ReaderRecord) -> int:
@@ -108,7 +109,7 @@ class Sequences:
             for pid in self._sealed_private(block, pids):
                 if pid in records:
                     admit(pid)
-        if len(block) <= SHORT_TABLE:  # ``collect_many`` of the table backwards, its skip read page by page
+        if len(block) <= self.short_table:  # ``collect_many`` of the table backwards, its skip read page by page
             store, pooled, collect = self.store, self._pooled, self.collector.collect
             pin, pool = store.cols[PIN], store.cols[POOL]
             for pid in [pid for pid in reversed(block) if not pin[pid] and pool[pid] != pooled]:
@@ -122,7 +123,7 @@ class Sequences:
         released and that are not in the pool, in block order: scalar reads for a short table (numpy's
         fixed cost is more), two gathers for a long one."""
         store, (done, released), pooled = self.store, self._sealed_codes, self._pooled
-        if len(block) <= SHORT_TABLE:
+        if len(block) <= self.short_table:
             tail, pool = store.cols[TAIL], store.cols[POOL]
             return [pid for pid in block if (tail[pid] == done or tail[pid] == released) and pool[pid] != pooled]
         tails = store.vecs[TAIL][pids]
