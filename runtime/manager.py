@@ -67,7 +67,7 @@ class CacheManager:
         ``replay_budget`` tokens (at most the spec's R; None: R) as the most a tail replay of its state
         recomputes.  Returns its frontier."""
         name = check_seq_id(seq_id)
-        toks = check_tokens(tokens)
+        toks = tokens if tokens.__class__ is tuple and not tokens else check_tokens(tokens)  # (none: nothing to read)
         check_flag(approximate, "approximate")
         if replay_budget is not None and not approximate:
             raise BadInputError(f"sequence {name!r}: a replay budget is given only with approximate=True")

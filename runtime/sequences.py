@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .binding import BLOCK, LPIN, POOL, TAIL
+from .binding import BLOCK, LPIN, PIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
 from .decode import DecodeStep
@@ -36,6 +36,8 @@ from .seam import PolicySeam
 from .tiering import TierMover
 from .tiers import Storage
 
+SHORT_TABLE = 64  # block tables up to this many pages are read page by page (numpy's fixed cost is more)
+
 
 class Sequences:
     """Writing sequences and their block tables."""
@@ -51,6 +53,7 @@ class Sequences:
         self._sealed_codes = (codes[TAIL]["sealed"], codes[TAIL]["released"])
         self._pooled = codes[POOL]["pooled"]
         self.writer = PageWriter(pipe, pages, readers, index, storage, tiers, morph, seam, config)
+        self.short_table = SHORT_TABLE  # (0: every block table read with arrays, as a long one)
         self.step = DecodeStep(pipe, pages, storage, self.writer, morph, seam, config)
 
     def frontier(self, reader: ReaderRecord) -> int:
@@ -74,7 +77,7 @@ class Sequences:
         try:
             if len(tokens):
                 self.writer.room(reader, 0, len(tokens))
-            self.writer.transaction(events)
+            self.writer.transaction(events)  # (with no tokens too: the last write's undo list is let go here)
         except BaseException:
             self.readers.retire_if_idle(reader)
             raise
@@ -85,37 +88,57 @@ class Sequences:
         pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay."""
         block = reader.block
         pids = self._block_ids(reader)
+        pipe, rid = self.pipe, reader.rid
 
+        # (a write's transaction, though no page is written: the last write's undo list is let go here)
         def events(pending: list[Pending]) -> None:
             if block:
-                self.pipe.fire_batch("detach", reader.rid, pids, distinct=True)
-            self.pipe.fire("free", reader.rid)
+                pipe.fire_batch("detach", rid, pids, distinct=True)
+            pipe.fire("free", rid)
 
         self.writer.transaction(events)
         reader.block = []
-        self.writer.tips.point(reader.rid, None)
+        self.writer.tips.point(rid, None)
         reader.slide_next = 0
-        records = self.pages.records
+        if not block:
+            self.readers.retire_if_idle(reader)
+            return
         self.seam.holders(pids, -1, block)
-        if self.config.auto_admit and block:
-            store = self.store
-            tail, (done, released) = store.vecs[TAIL][pids], self._sealed_codes  # (two codes: two compares)
-            sealed = ((tail == done) | (tail == released)) & (store.vecs[POOL][pids] != self._pooled)
-            for pid in pids[sealed].tolist():
+        if self.config.auto_admit:
+            records, admit = self.pages.records, self.morph.admit
+            for pid in self._sealed_private(block, pids):
                 if pid in records:
-                    self.morph.admit(pid)
-        if block:
+                    admit(pid)
+        if len(block) <= self.short_table:  # ``collect_many`` of the table backwards, its skip read page by page
+            store, pooled, collect = self.store, self._pooled, self.collector.collect
+            pin, pool = store.cols[PIN], store.cols[POOL]
+            for pid in [pid for pid in reversed(block) if not pin[pid] and pool[pid] != pooled]:
+                collect(pid)
+        else:
             self.collector.collect_many(pids[::-1])
         self.readers.retire_if_idle(reader)
 
+    def _sealed_private(self, block: list[int], pids: np.ndarray) -> list[int]:
+        """The pages of a block table (``block``, ``pids`` the same as an array) whose tail is sealed or
+        released and that are not in the pool, in block order: scalar reads for a short table (numpy's
+        fixed cost is more), two gathers for a long one."""
+        store, (done, released), pooled = self.store, self._sealed_codes, self._pooled
+        if len(block) <= self.short_table:
+            tail, pool = store.cols[TAIL], store.cols[POOL]
+            return [pid for pid in block if (tail[pid] == done or tail[pid] == released) and pool[pid] != pooled]
+        tails = store.vecs[TAIL][pids]
+        return pids[((tails == done) | (tails == released)) & (store.vecs[POOL][pids] != pooled)].tolist()
+
     def _block_ids(self, reader: ReaderRecord) -> np.ndarray:
-        """The reader's block table as an array: its ``block`` row's pages when the row is kept in
-        array form (an attached prefix and the pages opened after it, in block order), else converted."""
-        block = reader.block
-        ids = self.store.pages_array((BLOCK,), reader.rid)
-        if len(ids) == len(block) and (not block or (ids[0] == block[0] and ids[-1] == block[-1])):
-            return ids
-        return np.fromiter(block, dtype=np.int64, count=len(block))
+        """The reader's block table as an array: its ``block`` row's own pages when the row is kept in
+        array form (an attached prefix and the pages opened after it, in block order: the batches that
+        read and write the row know it at once by identity), else converted from the list."""
+        block, store = reader.block, self.store
+        if store.in_array_form((BLOCK,), reader.rid):
+            ids = store.pages_array((BLOCK,), reader.rid)
+            if len(ids) == len(block) and (not block or (ids[0] == block[0] and ids[-1] == block[-1])):
+                return ids
+        return np.array(block, dtype=np.int64)
 
     # -- append -----------------------------------------------------------------------------------
     def append(self, reader: ReaderRecord, tokens: Sequence[int], types: Spans = None) -> int:
@@ -170,7 +193,11 @@ class Sequences:
         part_kinds = kinds[len(full) * self.C:] if kinds is not None else None
         self.writer.room(reader, len(full) * self.C, extra)
         own = lease.reader == reader.rid
-        pipe, rid = self.pipe, reader.rid
+        pipe, rid, tips = self.pipe, reader.rid, self.writer.tips
+
+        def emptied() -> None:
+            reader.block.clear()
+            tips.point(rid, None)
 
         def events(pending: list[Pending]) -> None:
             if len(full):
@@ -185,9 +212,9 @@ class Sequences:
                         pipe.fire_batch("release", rid, more)
                     if len(last):
                         pipe.fire_batch("release_last", rid, last)
-                reader.block.extend(listed)
-                self.writer.undo(lambda: reader.block.clear())
-                self.writer.undo(self.writer.tips.set(rid, self.pages.records[listed[-1]]))
+                reader.block.extend(listed)  # (the table was empty: its tip too, and so again if undone)
+                tips.point(rid, self.pages.records[listed[-1]])
+                self.writer.undo(emptied)
                 pipe.fire("end_attach", rid)  # the windows the reader's kernels will read are there
             if extra:
                 self.writer.events(reader, len(full) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]
