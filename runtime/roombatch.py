@@ -25,6 +25,7 @@ room to the one-at-a-time path, which meets the same failure.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -103,21 +104,19 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
                 disk.put_many(spills, copies, checks)  # type: ignore[arg-type]
             except (CapacityError, TierError):
                 return False
-        _fire(tiers.pipe, k, victims, spills, disk)
-        if spills:
+            _fire(tiers.pipe, k, victims, spills, disk)
             host.remove_many(spills)
-        host.put_many(victims, datas)
-        for rec, data in zip(moved, datas, strict=True):
-            rec.checksum = checksum(data)
-        storage.free_slots(moved)
-        if spills:
             # the policy told in the one-at-a-time order: v_1 .. v_first (the host had room), then h_i, v_i
-            told = moved[:first]
-            for pair in zip(spilled, moved[first:], strict=True):
-                told += pair
-            seam.moved_many(told, _TOLD[0] * first + _TOLD[1] * len(spills))
+            told = [*moved[:first], *chain.from_iterable(zip(spilled, moved[first:], strict=True))]
+            kinds = _TOLD[0] * first + _TOLD[1] * len(spills)
         else:
-            seam.moved_many(moved, _TOLD[0] * k)
+            _fire(tiers.pipe, k, victims, spills, disk)
+            told, kinds = moved, _TOLD[0] * k
+        host.put_many(victims, datas)
+        for rec, check in zip(moved, map(checksum, datas), strict=True):
+            rec.checksum = check
+        storage.free_slots(moved)
+        seam.moved_many(told, kinds)
         bytes_moved = tiers.metrics.bytes_moved
         if spills:
             bytes_moved["host->disk"] += sum(map(len, copies))  # type: ignore[arg-type]
