@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from .tiering import TierMover
 
 # fewer victims than this: their events fired one by one (a vector batch of each event costs some 25-50 us,
-# a victim's offload and offload_done alone about 3 us with its spill)
-SINGLE_BELOW = 28
+# a victim's offload and offload_done alone about 2-3 us with its spill, each guard asked once)
+SINGLE_BELOW = 48
 MOVES = ("offload", "offload_done", "spill", "drop")
 
 
