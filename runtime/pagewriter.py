@@ -213,9 +213,7 @@ class PageWriter:
         self.pages.add_run(run)
         opened += run
         if len(self.storage.slots.free_slots) >= count:  # else taken as each page opens (the caller)
-            place, take = self.storage.place, self.storage.slots.take
-            for rec in run:
-                place(rec, take(rec.pid), 0)
+            self.storage.place_run(run, 0)
         return run
 
     def write_hashes(self, reader: ReaderRecord, start: int, tokens: Sequence[int]) -> list[int]:

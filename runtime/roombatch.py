@@ -21,10 +21,18 @@ refusal to count), every victim can be offloaded (a spill victim spilled), and t
 every spill (no disk victim is dropped, so nothing is forgotten meanwhile).  Otherwise the caller
 makes the room one victim at a time.  A failed disk write deletes the files written and leaves the
 room to the one-at-a-time path, which meets the same failure.
+
+The spec's guards are asked once, by the firings themselves: ``choose_many`` checks the proposals'
+tiers, holds and protection but leaves the guards of ``offload`` and ``spill`` to the transaction
+(``guarded=False``).  A victim the spec does not let offload (a spill victim spill) refuses the
+transaction as ``choose`` would refuse it: everything rolled back, the disk files written deleted,
+the refusals the firings counted taken back, and the room left to one victim at a time, which meets
+the refusal and counts it there.
 """
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +40,7 @@ import numpy as np
 from morphcache.spec.expr import Index, Name, Reduce, walk
 
 from .compiler import CompiledEvent
-from .errors import CapacityError, TierError
+from .errors import CapacityError, GuardRefused, TierError
 from .store import checksum
 
 if TYPE_CHECKING:
@@ -41,8 +49,8 @@ if TYPE_CHECKING:
     from .tiering import TierMover
 
 # fewer victims than this: their events fired one by one (a vector batch of each event costs some 25-50 us,
-# a victim's offload and offload_done alone about 3 us with its spill)
-SINGLE_BELOW = 28
+# a victim's offload and offload_done alone about 2-3 us with its spill, each guard asked once)
+SINGLE_BELOW = 48
 MOVES = ("offload", "offload_done", "spill", "drop")
 
 
@@ -73,14 +81,15 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     if disk is None or tiers.config.host_pages == 0 or disk.leftovers or not tiers.batchable:
         return False
     # ``choose`` accepts a victim the spec lets offload or drop; the batch needs each to offload (a
-    # spill victim to spill): asking for that event alone refuses the same batches, checking each once
-    victims = seam.choose_many("gpu", ("offload",), protect, k)
+    # spill victim to spill): the firings' own guards refuse the batches that ``choose_many`` asking for
+    # that event alone would (then rolled back: one at a time meets the refusal)
+    victims = seam.choose_many("gpu", ("offload",), protect, k, guarded=False)
     if victims is None:
         return False
     first = max(0, host.capacity - len(host))  # the victims before the host tier is full
     # (the victims are GPU pages: a host proposal naming one is refused by its tier, protected or not)
     if k > first:
-        spills = seam.choose_many("host", ("spill",), protect, k - first)
+        spills = seam.choose_many("host", ("spill",), protect, k - first, guarded=False)
         if spills is None or len(disk) + len(spills) > disk.capacity:
             return False
     else:
@@ -103,21 +112,21 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
                 disk.put_many(spills, copies, checks)  # type: ignore[arg-type]
             except (CapacityError, TierError):
                 return False
-        _fire(tiers.pipe, k, victims, spills, disk)
-        if spills:
+            if not _fire(tiers.pipe, k, victims, spills, disk):
+                return False
             host.remove_many(spills)
-        host.put_many(victims, datas)
-        for rec, data in zip(moved, datas, strict=True):
-            rec.checksum = checksum(data)
-        storage.free_slots(moved)
-        if spills:
             # the policy told in the one-at-a-time order: v_1 .. v_first (the host had room), then h_i, v_i
-            told = moved[:first]
-            for pair in zip(spilled, moved[first:], strict=True):
-                told += pair
-            seam.moved_many(told, _TOLD[0] * first + _TOLD[1] * len(spills))
+            told = [*moved[:first], *chain.from_iterable(zip(spilled, moved[first:], strict=True))]
+            kinds = _TOLD[0] * first + _TOLD[1] * len(spills)
         else:
-            seam.moved_many(moved, _TOLD[0] * k)
+            if not _fire(tiers.pipe, k, victims, spills, disk):
+                return False
+            told, kinds = moved, _TOLD[0] * k
+        host.put_many(victims, datas)
+        for rec, check in zip(moved, map(checksum, datas), strict=True):
+            rec.checksum = check
+        storage.free_slots(moved)
+        seam.moved_many(told, kinds)
         bytes_moved = tiers.metrics.bytes_moved
         if spills:
             bytes_moved["host->disk"] += sum(map(len, copies))  # type: ignore[arg-type]
@@ -133,9 +142,12 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
 _TOLD = (["host"], ["disk", "host"])
 
 
-def _fire(pipe: Pipeline, k: int, victims: list[int], spills: list[int], disk: DiskTier) -> None:
+def _fire(pipe: Pipeline, k: int, victims: list[int], spills: list[int], disk: DiskTier) -> bool:
     """The room's events in one transaction: the spills, then each victim's offload and offload_done
-    (vector batches from ``SINGLE_BELOW`` victims); when it fails, the spills' disk records deleted."""
+    (vector batches from ``SINGLE_BELOW`` victims).  False when a guard refuses one of them: nothing
+    fired, no refusal counted; then and when it fails, the spills' disk records deleted."""
+    refused = pipe.refused
+    before = [refused.get(name) for name in MOVES]
     sp = pipe.begin()
     try:
         if k < SINGLE_BELOW:
@@ -153,9 +165,17 @@ def _fire(pipe: Pipeline, k: int, victims: list[int], spills: list[int], disk: D
             ids = np.asarray(victims, dtype=np.int64)
             pipe.fire_batch("offload", None, ids, distinct=True)
             pipe.fire_batch("offload_done", None, ids, distinct=True)
-    except BaseException:
+    except BaseException as exc:
         pipe.rollback(sp)
         for pid in spills:
             disk.remove(pid)
-        raise
+        if not isinstance(exc, GuardRefused):
+            raise
+        for name, count in zip(MOVES, before, strict=True):  # one at a time meets the refusal and counts it
+            if count is None:
+                refused.pop(name, None)
+            else:
+                refused[name] = count
+        return False
     pipe.commit()
+    return True

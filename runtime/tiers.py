@@ -42,6 +42,19 @@ class SlotPool:
         self.owner[slot] = pid
         return slot
 
+    def take_many(self, pids: Sequence[int]) -> list[int]:
+        """``take`` for each of ``pids`` in order (the slots those takes hand out); CapacityError, nothing
+        taken, if fewer are free."""
+        n, free = len(pids), self.free_slots
+        if n > len(free):
+            raise CapacityError(f"GPU pool full: {len(free)} of {self.slots} slots free, {n} asked for")
+        if not n:
+            return []
+        slots = free[:-n - 1:-1]  # the free list's end, popped in turn
+        del free[-n:]
+        self.owner.update(zip(slots, pids, strict=True))
+        return slots
+
     def give(self, slot: int) -> None:
         """Return ``slot`` to the free list."""
         del self.owner[slot]
@@ -138,6 +151,15 @@ class Storage:
         """The page now occupies GPU ``slot`` (taken for it); publish its generation there."""
         rec.gpu_slot = slot
         self.data.set_generation(slot, gen)
+
+    def place_run(self, recs: Sequence[PageRecord], gen: int) -> None:
+        """A slot taken for each of ``recs`` and the page placed in it, in order (``place(rec, slots.take(pid),
+        gen)`` for each); CapacityError, nothing taken, if too few slots are free."""
+        slots = self.slots.take_many([rec.pid for rec in recs])
+        set_generation = self.data.set_generation
+        for rec, slot in zip(recs, slots, strict=True):
+            rec.gpu_slot = slot
+            set_generation(slot, gen)
 
     def free_slot(self, rec: PageRecord) -> None:
         """Give the page's GPU slot back (its bytes there are gone)."""

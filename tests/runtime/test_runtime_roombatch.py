@@ -20,6 +20,8 @@ from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime import prefetch as prefetch_module
 from morphcache.runtime import roombatch as roombatch_module
 from morphcache.runtime import tiering as tiering_module
+from morphcache.runtime.errors import CapacityError
+from morphcache.runtime.tiers import SlotPool
 
 
 class Twins(Twin):
@@ -175,3 +177,24 @@ def test_prefetch_room_in_one_go_is_room_one_slot_at_a_time(tmp_path: Path, monk
     for m in ms:
         m.check_integrity()
         m.close()
+
+
+def test_slots_taken_as_a_run_are_taken_one_at_a_time() -> None:
+    """``SlotPool.take_many`` hands out the slots ``take`` would, one page at a time, on random gives and
+    takes (the same owners and free list after each), and takes nothing when too few are free."""
+    rng = random.Random(3)
+    for _ in range(40):
+        run, single = SlotPool(24), SlotPool(24)
+        for i in range(40):
+            if run.owner and rng.random() < 0.45:
+                slots = rng.sample(sorted(run.owner), rng.randrange(1, len(run.owner) + 1))
+                run.give_many(slots)
+                single.give_many(slots)
+            else:
+                pids = [1000 * i + j for j in range(rng.randrange(0, 9))]
+                if len(pids) > len(run.free_slots):
+                    with pytest.raises(CapacityError):
+                        run.take_many(pids)
+                else:
+                    assert run.take_many(pids) == [single.take(pid) for pid in pids]
+            assert (run.owner, run.free_slots) == (single.owner, single.free_slots)
