@@ -64,6 +64,23 @@ class Continuations:
         else:
             _put(unfiled, parent_hash, pid)
 
+    def add_run(self, parent_hashes: list[int], pids: list[int], tokens: list[Sequence[int]], parent: int) -> None:
+        """``add`` for a run of pages a write opens, each the parent of the next (``parent`` the first
+        one's), in order; a page opened afresh with no token yet (every page of a run) filed in line."""
+        info, held, unfiled = self.info, self.tokens, self._unfiled
+        for parent_hash, pid, toks in zip(parent_hashes, pids, tokens, strict=True):
+            if toks or pid in info:
+                self.add(parent_hash, pid, toks, parent)
+            else:
+                info[pid] = (parent_hash, parent, self._added)
+                self._added += 1
+                held[pid] = toks
+                if unfiled.get(parent_hash) is None:
+                    unfiled[parent_hash] = pid
+                else:
+                    _put(unfiled, parent_hash, pid)
+            parent = pid
+
     def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
         """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""
         kept = tuple(tokens)

@@ -285,6 +285,9 @@ class PrefixIndex:
         # opened calls it: no layer that only forwards).
         self.add_child: Callable[[int, int, Sequence[int], int], None] = self.kids.add
         self.remove_child: Callable[[int, int], None] = self.kids.remove
+        # ``add_children(parent_hashes, pids, tokens, parent)``: ``add_child`` for a run of pages a write
+        # opens, each the parent of the next (``parent`` the first one's)
+        self.add_children: Callable[[list[int], list[int], list[Sequence[int]], int], None] = self.kids.add_run
 
     def seal(self, pid: int, parent: int, tokens: Sequence[int], row: np.ndarray | None = None) -> tuple[int, ...]:
         """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not; ``row``:

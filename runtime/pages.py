@@ -117,10 +117,12 @@ class PageRecord(LivePageMeta):
 
     @classmethod
     def opened_run(cls, cols: MetaColumns, pids: list[int], parent: int, parent_hashes: list[int], depth: int,
-                   session: str | None, task: str | None, writer: str | None, nbytes: int) -> list[PageRecord]:
+                   session: str | None, task: str | None, writer: str | None, nbytes: int,
+                   slots: list[int] | None = None) -> list[PageRecord]:
         """``opened`` for a run of pages a writer opens one after the other: page ``pids[j]`` at depth
-        ``depth + j``, after ``pids[j - 1]`` (``parent`` for the first), continuing ``parent_hashes[j]``;
-        the columns made room for and reset once for them all."""
+        ``depth + j``, after ``pids[j - 1]`` (``parent`` for the first), continuing ``parent_hashes[j]``
+        (and, given ``slots``, in GPU slot ``slots[j]``); the columns made room for and reset once for
+        them all."""
         size = len(cols.uses)
         for pid in pids:  # grown as ``opened`` page by page grows it
             if pid >= size:
@@ -137,14 +139,14 @@ class PageRecord(LivePageMeta):
             cols.holders[at] = 0
         new = cls.__new__
         out = []
-        for pid, parent_hash in zip(pids, parent_hashes, strict=True):
+        for pid, parent_hash, slot in zip(pids, parent_hashes, slots or [-1] * len(pids), strict=True):
             rec = new(cls)
             rec.cols = cols
             rec.page, rec.depth, rec.tokens, rec.types = pid, depth, 0, _NO_TYPES
             rec.session, rec.task, rec.writer, rec.created = session, task, writer, 0
             rec.tier, rec.bytes, rec.recovery_tokens, rec.pooled, rec.hash = "gpu", nbytes, 0, False, None
             rec.pid, rec.parent, rec.parent_hash, rec.token_ids = pid, parent, parent_hash, []
-            rec.children, rec.gpu_slot, rec.checksum = 0, -1, None
+            rec.children, rec.gpu_slot, rec.checksum = 0, slot, None
             out.append(rec)
             parent = pid
             depth += 1

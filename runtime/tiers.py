@@ -42,6 +42,19 @@ class SlotPool:
         self.owner[slot] = pid
         return slot
 
+    def take_many(self, pids: list[int]) -> list[int]:
+        """``take`` for each of ``pids``, in order (the slots ``take`` would give one at a time); all or,
+        with fewer free, none (CapacityError)."""
+        free, count = self.free_slots, len(pids)
+        if len(free) < count:
+            raise CapacityError(f"GPU pool full: {count} pages need slots, {len(free)} are free")
+        taken = free[len(free) - count:][::-1]
+        del free[len(free) - count:]
+        owner = self.owner
+        for slot, pid in zip(taken, pids, strict=True):
+            owner[slot] = pid
+        return taken
+
     def give(self, slot: int) -> None:
         """Return ``slot`` to the free list."""
         del self.owner[slot]
