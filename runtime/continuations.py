@@ -68,6 +68,15 @@ class Continuations:
         """``add`` for a run of pages a write opens, each the parent of the next (``parent`` the first
         one's), in order; a page opened afresh with no token yet (every page of a run) filed in line."""
         info, held, unfiled = self.info, self.tokens, self._unfiled
+        order, count = self._added, len(pids)
+        if (not any(tokens) and info.keys().isdisjoint(pids) and unfiled.keys().isdisjoint(parent_hashes)
+                and len(set(parent_hashes)) == count):  # fresh pages under hashes of their own (most runs): in C
+            parents = [parent, *pids[:-1]] if count else []
+            info.update(zip(pids, zip(parent_hashes, parents, range(order, order + count), strict=True), strict=True))
+            held.update(zip(pids, tokens, strict=True))
+            unfiled.update(zip(parent_hashes, pids, strict=True))
+            self._added = order + count
+            return
         for parent_hash, pid, toks in zip(parent_hashes, pids, tokens, strict=True):
             if toks or pid in info:
                 self.add(parent_hash, pid, toks, parent)
@@ -95,6 +104,31 @@ class Continuations:
         for pid, toks in zip(pids, kept, strict=True):
             if pid in held:
                 held[pid] = toks
+        return kept
+
+    def sealed_run(self, hashes: list[int], pids: list[int], tokens: list[Sequence[int]]) -> list[tuple[int, ...]]:
+        """``sealed_tokens_many(pids, tokens)`` then ``sealed_many(hashes, pids)``, in one pass (each page's
+        two steps touch maps the other's do not)."""
+        kept = list(map(tuple, tokens))
+        held, hash_of, buckets, sealed = self.tokens, self._hash_of, self._sealed, self.sealed
+        if (all(map(held.__contains__, pids)) and hash_of.keys().isdisjoint(pids)
+                and buckets.keys().isdisjoint(hashes) and len(set(hashes)) == len(hashes)):
+            # every page continuing its hash, sealed afresh under a hash of its own (most runs): in C
+            held.update(zip(pids, kept, strict=True))
+            buckets.update(zip(hashes, pids, strict=True))
+            hash_of.update(zip(pids, hashes, strict=True))
+            return kept
+        for h, pid, toks in zip(hashes, pids, kept, strict=True):
+            if pid in held:
+                held[pid] = toks
+            if pid in hash_of:
+                sealed(h, pid)
+                continue
+            if buckets.get(h) is None:
+                buckets[h] = pid
+            else:
+                _put(buckets, h, pid)
+            hash_of[pid] = h
         return kept
 
     def remove(self, parent_hash: int, pid: int) -> None:

@@ -164,11 +164,14 @@ class PageWriter:
             whole, left = divmod(n - i, c)  # the pages it fills whole (opened and sealed), the tokens left
             done = fresh[:whole] if left else fresh
             take, full = self.storage.slots.take, c - 1
-            for page in done:
-                if page.gpu_slot < 0:  # too few free slots for the whole run: taken page by page
+            if fresh[0].gpu_slot < 0:  # too few free slots for the whole run: taken page by page
+                for page in done:
                     self.storage.place(page, take(page.pid), 0)
-                chain(rid, page.pid, True, full, True)
-                block.append(page.pid)
+                    chain(rid, page.pid, True, full, True)
+            else:
+                for pid in map(_PID, done):
+                    chain(rid, pid, True, full, True)
+            block += map(_PID, done)  # (no chain reads the block table: linked after them, before a slide)
             if whole:  # sealed: their chain hashes (no page's open reads a record's)
                 for page, h in zip(done, hashes[len(sealed):], strict=True):
                     page.hash = h
