@@ -142,14 +142,26 @@ class Continuations:
         """Pages forgotten: ``remove(parent_hash, pid)`` then ``unsealed(pid)`` for each of ``pairs``
         (parent hash, page), in order."""
         info, tokens, hash_of, sealed = self.info, self.tokens, self._hash_of, self._sealed
-        for parent_hash, pid in pairs:
+        unfiled, filed = self._unfiled, self._first
+        for parent_hash, pid in pairs:  # (``_unfile`` and ``_take``'s common case, a bucket of one, in line)
             old = info.get(pid)
             if old is not None and old[0] == parent_hash:
-                self._unfile(parent_hash, pid)
+                got = unfiled.get(parent_hash)
+                if got is not None and (got == pid if got.__class__ is int else pid in got):  # type: ignore[operator]
+                    _take(unfiled, parent_hash, pid)
+                else:  # filed under the first token it had then, which it still has
+                    key = (parent_hash, tokens[pid][0])
+                    if filed.get(key) == pid:
+                        del filed[key]
+                    else:
+                        _take(filed, key, pid)
                 del info[pid], tokens[pid]
             h = hash_of.pop(pid, None)
             if h is not None:
-                _take(sealed, h, pid)
+                if sealed.get(h) == pid:
+                    del sealed[h]
+                else:
+                    _take(sealed, h, pid)
 
     def _file(self, parent_hash: int, pid: int, first: int) -> None:
         _put(self._first, (parent_hash, first), pid)

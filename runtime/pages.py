@@ -23,7 +23,7 @@ record reads them, so a policy sees the current values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -54,23 +54,36 @@ class MetaColumns:
                 setattr(self, name, col)
 
 
-def _column(name: str) -> Any:
-    def get(self: LivePageMeta) -> int:
-        return getattr(self.cols, name).item(self.page)  # type: ignore[no-any-return]
-
-    def put(self: LivePageMeta, value: int) -> None:
-        getattr(self.cols, name)[self.page] = value
-
-    return property(get, put)
-
-
 class LivePageMeta(PageMeta):
     """A live page's PageMeta: ``last_use``, ``uses`` and ``holders`` read from the columns."""
 
     __slots__ = ("cols",)
-    last_use = _column("last_use")  # type: ignore[assignment]
-    uses = _column("uses")  # type: ignore[assignment]
-    holders = _column("holders")  # type: ignore[assignment]
+
+    # each column's accessors written out (no ``getattr`` of the column's name a read: policies read
+    # them for every page they look at)
+    @property  # type: ignore[override]
+    def last_use(self) -> int:
+        return self.cols.last_use.item(self.page)  # type: ignore[no-any-return]
+
+    @last_use.setter
+    def last_use(self, value: int) -> None:
+        self.cols.last_use[self.page] = value
+
+    @property  # type: ignore[override]
+    def uses(self) -> int:
+        return self.cols.uses.item(self.page)  # type: ignore[no-any-return]
+
+    @uses.setter
+    def uses(self, value: int) -> None:
+        self.cols.uses[self.page] = value
+
+    @property  # type: ignore[override]
+    def holders(self) -> int:
+        return self.cols.holders.item(self.page)  # type: ignore[no-any-return]
+
+    @holders.setter
+    def holders(self, value: int) -> None:
+        self.cols.holders[self.page] = value
 
     def __init__(self, cols: MetaColumns, page: int, depth: int, **kwargs: Any) -> None:
         cols.ensure(page)
@@ -171,6 +184,8 @@ class PageDirectory:
     def __init__(self, capacity: int = 64) -> None:
         self.records: dict[int, PageRecord] = {}
         self.cols = MetaColumns(capacity)
+        # ``find(pid)``: the record of ``pid`` if it is live, else None (the map's own look-up: no frame)
+        self.find: Callable[[int], PageRecord | None] = self.records.get
 
     def metas_of(self, pids: Iterable[int] | None, ids: np.ndarray | None = None) -> MetaBatch:
         """The PageMeta of each of ``pids`` (live pages; ``ids`` the same as an array, ``pids`` None
@@ -217,6 +232,3 @@ class PageDirectory:
             raise UnknownPageError(f"no live page with id {pid!r}")
         return record
 
-    def find(self, pid: int) -> PageRecord | None:
-        """The record of ``pid`` if it is live."""
-        return self.records.get(pid)
