@@ -137,10 +137,11 @@ class PageRecord(LivePageMeta):
         (and, given ``slots``, in GPU slot ``slots[j]``); the columns made room for and reset once for
         them all."""
         size = len(cols.uses)
-        for pid in pids:  # grown as ``opened`` page by page grows it
-            if pid >= size:
-                cols.ensure(pid)
-                size = len(cols.uses)
+        if pids and max(pids) >= size:
+            for pid in pids:  # grown as ``opened`` page by page grows it
+                if pid >= size:
+                    cols.ensure(pid)
+                    size = len(cols.uses)
         if len(pids) < 8:  # a few: page by page (an array's fixed cost would dominate)
             last_use, uses, holders = cols.last_use, cols.uses, cols.holders
             for pid in pids:
@@ -153,13 +154,23 @@ class PageRecord(LivePageMeta):
         new = cls.__new__
         out = []
         for pid, parent_hash, slot in zip(pids, parent_hashes, slots or [-1] * len(pids), strict=True):
-            rec = new(cls)
+            rec = new(cls)  # (one store a slot: no tuple built and unpacked)
             rec.cols = cols
-            rec.page, rec.depth, rec.tokens, rec.types = pid, depth, 0, _NO_TYPES
-            rec.session, rec.task, rec.writer, rec.created = session, task, writer, 0
-            rec.tier, rec.bytes, rec.recovery_tokens, rec.pooled, rec.hash = "gpu", nbytes, 0, False, None
-            rec.pid, rec.parent, rec.parent_hash, rec.token_ids = pid, parent, parent_hash, []
-            rec.children, rec.gpu_slot, rec.checksum = 0, slot, None
+            rec.page = rec.pid = pid
+            rec.depth = depth
+            rec.tokens = rec.created = rec.recovery_tokens = rec.children = 0
+            rec.types = _NO_TYPES
+            rec.session = session
+            rec.task = task
+            rec.writer = writer
+            rec.tier = "gpu"
+            rec.bytes = nbytes
+            rec.pooled = False
+            rec.hash = rec.checksum = None
+            rec.parent = parent
+            rec.parent_hash = parent_hash
+            rec.token_ids = []
+            rec.gpu_slot = slot
             out.append(rec)
             parent = pid
             depth += 1
@@ -207,11 +218,10 @@ class PageDirectory:
         if record.parent >= 0:
             self.records[record.parent].children += 1
 
-    def add_run(self, recs: list[PageRecord]) -> None:
-        """``add`` for each of ``recs``, a run of pages each the parent of the next."""
+    def add_run(self, recs: list[PageRecord], pids: list[int]) -> None:
+        """``add`` for each of ``recs``, a run of pages each the parent of the next (``pids`` their ids)."""
         records = self.records
-        for rec in recs:
-            records[rec.pid] = rec
+        records.update(zip(pids, recs, strict=True))
         if recs and recs[0].parent >= 0:
             records[recs[0].parent].children += 1
         for rec in recs[:-1]:

@@ -241,7 +241,7 @@ class PageWriter:
         slots = pool.take_many(pids) if len(pool.free_slots) >= count else None  # else taken as each opens
         run = PageRecord.opened_run(self.pages.cols, pids, parent, parent_hashes, len(block), reader.session,
                                     reader.task, reader.name, self.page_bytes, slots)
-        self.pages.add_run(run)
+        self.pages.add_run(run, pids)
         opened += run
         if slots is not None:  # each slot's generation published (``Storage.place``)
             publish = self.storage.data.set_generation

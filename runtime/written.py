@@ -159,18 +159,18 @@ class WrittenPages:
         """Pages that took their last token (committed): their hashes into the index, then their
         morphology proposed, each proposal one batch over them (``Morphology.maintain_many``).
         ``rows``: their tokens as a (pages x C) array, when the caller has one."""
+        pids = list(map(_PID, recs))
         if rows is None or len(recs) < 4 or not self.bulk:
             for i, rec in enumerate(recs):
                 self._index_sealed(rec, None if rows is None else rows[i])
         else:  # their rows and classes stored as arrays, then each page's hash indexed
-            c, pids = self.C, list(map(_PID, recs))
+            c = self.C
             kept = self.index.seal_many(pids, [rec.parent for rec in recs], [rec.token_ids for rec in recs], rows,
                                         [rec.hash for rec in recs])  # type: ignore[misc]
             for rec, toks in zip(recs, kept, strict=True):
                 rec.recovery_tokens = c * (rec.depth + 1)
                 rec.token_ids = toks
         self.seam.sealed_many(recs)  # the policy told of each, in order (nothing else told it between)
-        pids = list(map(_PID, recs))
         if self.config.auto_compress:
             self.morph.maintain_many(pids)
         elif self.config.auto_admit:
