@@ -259,6 +259,8 @@ class PageWriter:
         """
         c, block = self.C, reader.block
         fill, count = start % c, (start + len(tokens)) // c - start // c
+        if not count:  # a write within one page, sealing none (a decode-like append)
+            return []
         last = self.pages.records[block[-1]] if block else None
         head: list[int] = list(last.token_ids) if fill and last else []
         root = (last.parent_hash if fill else last.hash) if last else ROOT_HASH
