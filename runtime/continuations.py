@@ -64,6 +64,32 @@ class Continuations:
         else:
             _put(unfiled, parent_hash, pid)
 
+    def add_run(self, parent_hashes: list[int], pids: list[int], tokens: list[Sequence[int]], parent: int) -> None:
+        """``add`` for a run of pages a write opens, each the parent of the next (``parent`` the first
+        one's), in order; a page opened afresh with no token yet (every page of a run) filed in line."""
+        info, held, unfiled = self.info, self.tokens, self._unfiled
+        order, count = self._added, len(pids)
+        if (not any(tokens) and info.keys().isdisjoint(pids) and unfiled.keys().isdisjoint(parent_hashes)
+                and len(set(parent_hashes)) == count):  # fresh pages under hashes of their own (most runs): in C
+            parents = [parent, *pids[:-1]] if count else []
+            info.update(zip(pids, zip(parent_hashes, parents, range(order, order + count), strict=True), strict=True))
+            held.update(zip(pids, tokens, strict=True))
+            unfiled.update(zip(parent_hashes, pids, strict=True))
+            self._added = order + count
+            return
+        for parent_hash, pid, toks in zip(parent_hashes, pids, tokens, strict=True):
+            if toks or pid in info:
+                self.add(parent_hash, pid, toks, parent)
+            else:
+                info[pid] = (parent_hash, parent, self._added)
+                self._added += 1
+                held[pid] = toks
+                if unfiled.get(parent_hash) is None:
+                    unfiled[parent_hash] = pid
+                else:
+                    _put(unfiled, parent_hash, pid)
+            parent = pid
+
     def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
         """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""
         kept = tuple(tokens)
@@ -80,6 +106,31 @@ class Continuations:
                 held[pid] = toks
         return kept
 
+    def sealed_run(self, hashes: list[int], pids: list[int], tokens: list[Sequence[int]]) -> list[tuple[int, ...]]:
+        """``sealed_tokens_many(pids, tokens)`` then ``sealed_many(hashes, pids)``, in one pass (each page's
+        two steps touch maps the other's do not)."""
+        kept = list(map(tuple, tokens))
+        held, hash_of, buckets, sealed = self.tokens, self._hash_of, self._sealed, self.sealed
+        if (all(map(held.__contains__, pids)) and hash_of.keys().isdisjoint(pids)
+                and buckets.keys().isdisjoint(hashes) and len(set(hashes)) == len(hashes)):
+            # every page continuing its hash, sealed afresh under a hash of its own (most runs): in C
+            held.update(zip(pids, kept, strict=True))
+            buckets.update(zip(hashes, pids, strict=True))
+            hash_of.update(zip(pids, hashes, strict=True))
+            return kept
+        for h, pid, toks in zip(hashes, pids, kept, strict=True):
+            if pid in held:
+                held[pid] = toks
+            if pid in hash_of:
+                sealed(h, pid)
+                continue
+            if buckets.get(h) is None:
+                buckets[h] = pid
+            else:
+                _put(buckets, h, pid)
+            hash_of[pid] = h
+        return kept
+
     def remove(self, parent_hash: int, pid: int) -> None:
         """``pid`` no longer continues ``parent_hash``."""
         old = self.info.get(pid)
@@ -91,14 +142,26 @@ class Continuations:
         """Pages forgotten: ``remove(parent_hash, pid)`` then ``unsealed(pid)`` for each of ``pairs``
         (parent hash, page), in order."""
         info, tokens, hash_of, sealed = self.info, self.tokens, self._hash_of, self._sealed
-        for parent_hash, pid in pairs:
+        unfiled, filed = self._unfiled, self._first
+        for parent_hash, pid in pairs:  # (``_unfile`` and ``_take``'s common case, a bucket of one, in line)
             old = info.get(pid)
             if old is not None and old[0] == parent_hash:
-                self._unfile(parent_hash, pid)
+                got = unfiled.get(parent_hash)
+                if got is not None and (got == pid if got.__class__ is int else pid in got):  # type: ignore[operator]
+                    _take(unfiled, parent_hash, pid)
+                else:  # filed under the first token it had then, which it still has
+                    key = (parent_hash, tokens[pid][0])
+                    if filed.get(key) == pid:
+                        del filed[key]
+                    else:
+                        _take(filed, key, pid)
                 del info[pid], tokens[pid]
             h = hash_of.pop(pid, None)
             if h is not None:
-                _take(sealed, h, pid)
+                if sealed.get(h) == pid:
+                    del sealed[h]
+                else:
+                    _take(sealed, h, pid)
 
     def _file(self, parent_hash: int, pid: int, first: int) -> None:
         _put(self._first, (parent_hash, first), pid)

@@ -200,7 +200,9 @@ class SealedRows:
 
     def seal_many(self, pids: list[int], parents: list[int], rows: np.ndarray) -> None:
         """``seal`` for many pages in order (``rows``: their tokens, pages x C uint64; a page's parent may
-        be one sealed before it here): the rows and classes stored as arrays, each interned in turn."""
+        be one sealed before it here): the rows and classes stored as arrays, each interned in turn.  A
+        page after the one before it here whose class is new (a write's run of pages) takes a new class
+        without a look-up: no page is keyed under a class made a moment ago."""
         self._ensure(max(pids))
         ids = np.array(pids, dtype=np.int64)  # converted once (three fancy writes)
         self.rows[ids] = rows
@@ -208,21 +210,26 @@ class SealedRows:
         intern, members, key_of, cls, nxt = self._intern, self._members, self._key_of, self.cls, self._next
         got: dict[int, int] = {}  # the classes given here, by page
         classes, pclasses = [], []
-        at = 0
+        at, prev, c, made = 0, -2, 0, False
         for pid, parent in zip(pids, parents, strict=True):
-            pc = got.get(parent) or (ROOT_CLASS if parent < 0 else cls.item(parent))
-            assert pc != UNSEALED, f"page {pid} sealed after page {parent}, which is not sealed"
+            if parent == prev:  # the page just sealed here
+                pc = c
+            else:
+                pc = got.get(parent) or (ROOT_CLASS if parent < 0 else cls.item(parent))
+                assert pc != UNSEALED, f"page {pid} sealed after page {parent}, which is not sealed"
+                made = False
             key = (pc, data[at:at + width])
             at += width
-            c = intern.get(key)
-            if c is None:
+            if made or (c := intern.get(key)) is None:  # type: ignore[assignment]
                 c = intern[key] = nxt
                 nxt += 1
                 key_of[c] = key
                 members[c] = 1
+                made = True
             else:
                 members[c] += 1
             got[pid] = c
+            prev = pid
             classes.append(c)
             pclasses.append(pc)
         self._next = nxt
@@ -324,6 +331,9 @@ class PrefixIndex:
         # opened calls it: no layer that only forwards).
         self.add_child: Callable[[int, int, Sequence[int], int], None] = self.kids.add
         self.remove_child: Callable[[int, int], None] = self.kids.remove
+        # ``add_children(parent_hashes, pids, tokens, parent)``: ``add_child`` for a run of pages a write
+        # opens, each the parent of the next (``parent`` the first one's)
+        self.add_children: Callable[[list[int], list[int], list[Sequence[int]], int], None] = self.kids.add_run
 
     def seal(self, pid: int, parent: int, tokens: Sequence[int], row: np.ndarray | None = None) -> tuple[int, ...]:
         """Keep sealed page ``pid``'s tokens and chain class (every sealed page, indexed or not; ``row``:
@@ -332,11 +342,14 @@ class PrefixIndex:
         self.sealed.seal(pid, parent, tokens if row is None else row)
         return self.kids.sealed_tokens(pid, tokens)
 
-    def seal_many(self, pids: list[int], parents: list[int], tokens: list[Sequence[int]],
-                  rows: np.ndarray) -> list[tuple[int, ...]]:
-        """``seal`` for many sealed pages in order, their tokens also as the rows of one array."""
+    def seal_many(self, pids: list[int], parents: list[int], tokens: list[Sequence[int]], rows: np.ndarray,
+                  hashes: list[int]) -> list[tuple[int, ...]]:
+        """``seal`` then ``add_sealed`` for many sealed pages in order (their tokens also as the rows of
+        one array, ``hashes`` their chain hashes): their tokens as the tuples the records keep."""
         self.sealed.seal_many(pids, parents, rows)
-        return self.kids.sealed_tokens_many(pids, tokens)
+        kept = self.kids.sealed_run(hashes, pids, tokens)
+        self._index_many(hashes, pids)
+        return kept
 
     def forget(self, pid: int) -> None:
         """Drop what the index keeps of page ``pid`` beyond its entries (its row and class, its hash)."""
@@ -363,7 +376,16 @@ class PrefixIndex:
         """``add_sealed(h, pid)`` for each of ``hashes`` and ``pids``, in order (the first page of a hash
         indexed, the later ones duplicates; the continuations filed first)."""
         self.kids.sealed_many(hashes, pids)
-        by_hash, keys, pages = self.by_hash, [], []
+        self._index_many(hashes, pids)
+
+    def _index_many(self, hashes: list[int], pids: list[int]) -> None:
+        """``by_hash`` (and the key table) for each page of a hash not indexed yet, in order."""
+        by_hash = self.by_hash
+        if by_hash.keys().isdisjoint(hashes) and len(set(hashes)) == len(hashes):  # all new (most writes): in C
+            by_hash.update(zip(hashes, pids, strict=True))
+            self.table.add_many(hashes, pids)
+            return
+        keys, pages = [], []
         for h, pid in zip(hashes, pids, strict=True):
             if h not in by_hash:
                 by_hash[h] = pid

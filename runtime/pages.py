@@ -23,7 +23,7 @@ record reads them, so a policy sees the current values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -54,23 +54,36 @@ class MetaColumns:
                 setattr(self, name, col)
 
 
-def _column(name: str) -> Any:
-    def get(self: LivePageMeta) -> int:
-        return getattr(self.cols, name).item(self.page)  # type: ignore[no-any-return]
-
-    def put(self: LivePageMeta, value: int) -> None:
-        getattr(self.cols, name)[self.page] = value
-
-    return property(get, put)
-
-
 class LivePageMeta(PageMeta):
     """A live page's PageMeta: ``last_use``, ``uses`` and ``holders`` read from the columns."""
 
     __slots__ = ("cols",)
-    last_use = _column("last_use")  # type: ignore[assignment]
-    uses = _column("uses")  # type: ignore[assignment]
-    holders = _column("holders")  # type: ignore[assignment]
+
+    # each column's accessors written out (no ``getattr`` of the column's name a read: policies read
+    # them for every page they look at)
+    @property  # type: ignore[override]
+    def last_use(self) -> int:
+        return self.cols.last_use.item(self.page)  # type: ignore[no-any-return]
+
+    @last_use.setter
+    def last_use(self, value: int) -> None:
+        self.cols.last_use[self.page] = value
+
+    @property  # type: ignore[override]
+    def uses(self) -> int:
+        return self.cols.uses.item(self.page)  # type: ignore[no-any-return]
+
+    @uses.setter
+    def uses(self, value: int) -> None:
+        self.cols.uses[self.page] = value
+
+    @property  # type: ignore[override]
+    def holders(self) -> int:
+        return self.cols.holders.item(self.page)  # type: ignore[no-any-return]
+
+    @holders.setter
+    def holders(self, value: int) -> None:
+        self.cols.holders[self.page] = value
 
     def __init__(self, cols: MetaColumns, page: int, depth: int, **kwargs: Any) -> None:
         cols.ensure(page)
@@ -117,15 +130,18 @@ class PageRecord(LivePageMeta):
 
     @classmethod
     def opened_run(cls, cols: MetaColumns, pids: list[int], parent: int, parent_hashes: list[int], depth: int,
-                   session: str | None, task: str | None, writer: str | None, nbytes: int) -> list[PageRecord]:
+                   session: str | None, task: str | None, writer: str | None, nbytes: int,
+                   slots: list[int] | None = None) -> list[PageRecord]:
         """``opened`` for a run of pages a writer opens one after the other: page ``pids[j]`` at depth
-        ``depth + j``, after ``pids[j - 1]`` (``parent`` for the first), continuing ``parent_hashes[j]``;
-        the columns made room for and reset once for them all."""
+        ``depth + j``, after ``pids[j - 1]`` (``parent`` for the first), continuing ``parent_hashes[j]``
+        (and, given ``slots``, in GPU slot ``slots[j]``); the columns made room for and reset once for
+        them all."""
         size = len(cols.uses)
-        for pid in pids:  # grown as ``opened`` page by page grows it
-            if pid >= size:
-                cols.ensure(pid)
-                size = len(cols.uses)
+        if pids and max(pids) >= size:
+            for pid in pids:  # grown as ``opened`` page by page grows it
+                if pid >= size:
+                    cols.ensure(pid)
+                    size = len(cols.uses)
         if len(pids) < 8:  # a few: page by page (an array's fixed cost would dominate)
             last_use, uses, holders = cols.last_use, cols.uses, cols.holders
             for pid in pids:
@@ -137,14 +153,24 @@ class PageRecord(LivePageMeta):
             cols.holders[at] = 0
         new = cls.__new__
         out = []
-        for pid, parent_hash in zip(pids, parent_hashes, strict=True):
-            rec = new(cls)
+        for pid, parent_hash, slot in zip(pids, parent_hashes, slots or [-1] * len(pids), strict=True):
+            rec = new(cls)  # (one store a slot: no tuple built and unpacked)
             rec.cols = cols
-            rec.page, rec.depth, rec.tokens, rec.types = pid, depth, 0, _NO_TYPES
-            rec.session, rec.task, rec.writer, rec.created = session, task, writer, 0
-            rec.tier, rec.bytes, rec.recovery_tokens, rec.pooled, rec.hash = "gpu", nbytes, 0, False, None
-            rec.pid, rec.parent, rec.parent_hash, rec.token_ids = pid, parent, parent_hash, []
-            rec.children, rec.gpu_slot, rec.checksum = 0, -1, None
+            rec.page = rec.pid = pid
+            rec.depth = depth
+            rec.tokens = rec.created = rec.recovery_tokens = rec.children = 0
+            rec.types = _NO_TYPES
+            rec.session = session
+            rec.task = task
+            rec.writer = writer
+            rec.tier = "gpu"
+            rec.bytes = nbytes
+            rec.pooled = False
+            rec.hash = rec.checksum = None
+            rec.parent = parent
+            rec.parent_hash = parent_hash
+            rec.token_ids = []
+            rec.gpu_slot = slot
             out.append(rec)
             parent = pid
             depth += 1
@@ -169,6 +195,8 @@ class PageDirectory:
     def __init__(self, capacity: int = 64) -> None:
         self.records: dict[int, PageRecord] = {}
         self.cols = MetaColumns(capacity)
+        # ``find(pid)``: the record of ``pid`` if it is live, else None (the map's own look-up: no frame)
+        self.find: Callable[[int], PageRecord | None] = self.records.get
 
     def metas_of(self, pids: Iterable[int] | None, ids: np.ndarray | None = None) -> MetaBatch:
         """The PageMeta of each of ``pids`` (live pages; ``ids`` the same as an array, ``pids`` None
@@ -190,11 +218,10 @@ class PageDirectory:
         if record.parent >= 0:
             self.records[record.parent].children += 1
 
-    def add_run(self, recs: list[PageRecord]) -> None:
-        """``add`` for each of ``recs``, a run of pages each the parent of the next."""
+    def add_run(self, recs: list[PageRecord], pids: list[int]) -> None:
+        """``add`` for each of ``recs``, a run of pages each the parent of the next (``pids`` their ids)."""
         records = self.records
-        for rec in recs:
-            records[rec.pid] = rec
+        records.update(zip(pids, recs, strict=True))
         if recs and recs[0].parent >= 0:
             records[recs[0].parent].children += 1
         for rec in recs[:-1]:
@@ -215,6 +242,3 @@ class PageDirectory:
             raise UnknownPageError(f"no live page with id {pid!r}")
         return record
 
-    def find(self, pid: int) -> PageRecord | None:
-        """The record of ``pid`` if it is live."""
-        return self.records.get(pid)

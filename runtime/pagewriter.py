@@ -121,8 +121,12 @@ class PageWriter:
                pending: list[Pending]) -> None:
         """Fire open/append/seal for ``tokens`` written at ``start`` (inside a transaction), page by page,
         each page's events one chain (``Pipeline.chain``); the sealed pages' hashes, and with them the
-        records and slots of every page the write opens, made first (``open_run``); the records, slots,
-        block table, continuations, hashes and tip it takes undone by one action."""
+        records, slots and continuations of every page the write opens, made first (``open_run``); the
+        records, slots, block table, continuations, hashes and tip it takes undone by one action::
+
+            fill 2, 11 tokens, C = 4:   [ 4 5 | t0 t1 ] [ t2 .. t5 ] [ t6 .. t9 ] [ t10 ]
+                                        the partial one   whole pages (2)         left filling
+        """
         c, rid, n = self.C, reader.rid, len(tokens)
         if not n:
             return
@@ -130,19 +134,18 @@ class PageWriter:
         slide = self.config.auto_slide and last_seal > start
         if slide:
             self.undo(_setter(reader, "slide_next", reader.slide_next))
-        opened: list[PageRecord] = []  # records taken, then linked, then sealed: what the undo gives back
-        linked: list[PageRecord] = []
+        block = reader.block
+        base = len(block)
+        opened: list[PageRecord] = []  # records taken, filed as continuations, sealed: what the undo gives back
+        filed: list[PageRecord] = []
         sealed: list[PageRecord] = []
-        self.undo(lambda: self._unwrite(rid, reader.block, opened, linked, sealed))
+        self.undo(lambda: self._unwrite(rid, block, base, opened, filed, sealed))
         hashes = self.write_hashes(reader, start, tokens)
         chain = self.pipe.chain("open", "append", "seal")  # a page's open?, appends, seal? (chainplan.py)
-        block = reader.block
         fill = start % c
         i = 0
-        touched: list[PageRecord] = linked  # the pages the write touches, in block order
         if fill:  # the partial page the write continues
             rec = self.pages.records[block[-1]]
-            touched = [rec]
             i = min(c - fill, n)
             seals = fill + i == c
             chain(rid, rec.pid, False, i - seals, seals)
@@ -151,50 +154,75 @@ class PageWriter:
                 sealed.append(rec)
                 if slide and start + i == last_seal:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
-        if i == n:
-            pending.append((touched, fill, tokens, kinds or None))
-            return
-        opens = -(-(n - i) // c)  # the pages the write opens, each from its first token
-        fresh = self.open_run(reader, opens, hashes, fill > 0, opened) if self.bulk else None
-        add_child, take = self.index.add_child, self.storage.slots.take
-        j = len(sealed)
-        for k in range(opens):
-            rec = fresh[k] if fresh is not None else self._one(reader, opened)
-            if rec.gpu_slot < 0:  # too few free slots for the whole run: taken page by page
-                self.storage.place(rec, take(rec.pid), 0)
-            end = i + c
-            seals = end <= n
-            if seals:
-                chain(rid, rec.pid, True, c - 1, True)
+            if i == n:
+                pending.append(([rec], fill, tokens, kinds or None))
+                return
+        if not self.bulk:
+            fresh = self._open_each(reader, i, n, hashes[len(sealed):], opened, filed, sealed, chain, slide)
+        else:
+            fresh = self.open_run(reader, -(-(n - i) // c), hashes, fill > 0, opened, filed)
+            whole, left = divmod(n - i, c)  # the pages it fills whole (opened and sealed), the tokens left
+            done = fresh[:whole] if left else fresh
+            take, full = self.storage.slots.take, c - 1
+            if fresh[0].gpu_slot < 0:  # too few free slots for the whole run: taken page by page
+                for page in done:
+                    self.storage.place(page, take(page.pid), 0)
+                    chain(rid, page.pid, True, full, True)
             else:
-                end = n
-                chain(rid, rec.pid, True, n - i, False)
+                for pid in map(_PID, done):
+                    chain(rid, pid, True, full, True)
+            block += map(_PID, done)  # (no chain reads the block table: linked after them, before a slide)
+            if whole:  # sealed: their chain hashes (no page's open reads a record's)
+                for page, h in zip(done, hashes[len(sealed):], strict=True):
+                    page.hash = h
+                sealed += done
+                if slide:  # windows W tokens behind the frontier the last one reached
+                    self.morph.auto_slide(reader)
+            if left:
+                page = fresh[-1]
+                if page.gpu_slot < 0:
+                    self.storage.place(page, take(page.pid), 0)
+                chain(rid, page.pid, True, left, False)
+                block.append(page.pid)
+        self.tips.point(rid, fresh[-1])
+        pending.append(([rec, *fresh] if fill else fresh, fill, tokens, kinds or None))
+
+    def _open_each(self, reader: ReaderRecord, i: int, n: int, hashes: list[int], opened: list[PageRecord],
+                   filed: list[PageRecord], sealed: list[PageRecord], chain: Any, slide: bool) -> list[PageRecord]:
+        """``events``' pages opened from token ``i`` of ``n`` on, page by page: each one's record alone as
+        it opens, then its slot, chain, link and continuation in turn (``bulk`` off: the reference
+        ``open_run`` is tested against).  The pages opened."""
+        c, rid, block, take = self.C, reader.rid, reader.block, self.storage.slots.take
+        out: list[PageRecord] = []
+        j = 0
+        while i < n:
+            rec = self.record(reader)
+            opened.append(rec)
+            self.storage.place(rec, take(rec.pid), 0)
+            end = min(i + c, n)
+            seals = end - i == c
+            chain(rid, rec.pid, True, end - i - seals, seals)
             block.append(rec.pid)
-            linked.append(rec)
-            add_child(rec.parent_hash, rec.pid, rec.token_ids, rec.parent)
+            out.append(rec)
+            self.index.add_child(rec.parent_hash, rec.pid, rec.token_ids, rec.parent)
+            filed.append(rec)
             if seals:  # sealed: the chain hash the next page's open needs
                 rec.hash = hashes[j]
                 j += 1
                 sealed.append(rec)
-                if slide and start + end == last_seal:  # windows W tokens behind the frontier it reached
+                if slide and n - end < c:  # windows W tokens behind the frontier it reached
                     self.morph.auto_slide(reader)
             i = end
-        self.tips.point(rid, rec)
-        pending.append((touched + linked if fill else linked, fill, tokens, kinds or None))
-
-    def _one(self, reader: ReaderRecord, opened: list[PageRecord]) -> PageRecord:
-        rec = self.record(reader)  # the page's record alone, as it opens (``bulk`` off)
-        opened.append(rec)
-        return rec
+        return out
 
     def open_run(self, reader: ReaderRecord, count: int, hashes: list[int], partial: bool,
-                 opened: list[PageRecord]) -> list[PageRecord]:
-        """Fresh page ids, records and GPU slots (when that many are free; else none) for the ``count``
-        pages a write opens after the reader's block table, in block order (inside a transaction;
-        appended to ``opened``, which the caller undoes).  Each one's parent is the page before it; its
-        parent hash the hash the write seals that page with (``hashes``, the write's sealed pages in
-        order, its first the partial page the write completes when ``partial``), or the sealed last
-        block's (the root's for an empty table)::
+                 opened: list[PageRecord], filed: list[PageRecord]) -> list[PageRecord]:
+        """Fresh page ids, records, GPU slots (when that many are free; else none) and continuations for
+        the ``count`` pages a write opens after the reader's block table, in block order (inside a
+        transaction; appended to ``opened`` and ``filed``, which the caller undoes).  Each one's parent
+        is the page before it; its parent hash the hash the write seals that page with (``hashes``, the
+        write's sealed pages in order, its first the partial page the write completes when
+        ``partial``), or the sealed last block's (the root's for an empty table)::
 
             partial, C = 4:   [ 4 5 | t0 t1 ] [ t2 t3 t4 t5 ] [ t6 ...     hashes h0 h1: opened #a after
                               (last block)     #a              #b          the last block, parent hash h0;
@@ -208,12 +236,19 @@ class PageWriter:
             known = records[parent].hash if parent >= 0 else ROOT_HASH
             assert known is not None, "a page is opened only after its predecessor is sealed"
             parent_hashes = [known, *hashes[:count - 1]]
-        run = PageRecord.opened_run(self.pages.cols, self.store.alloc_pages(count), parent, parent_hashes,
-                                    len(block), reader.session, reader.task, reader.name, self.page_bytes)
-        self.pages.add_run(run)
+        pids = self.store.alloc_pages(count)
+        pool = self.storage.slots
+        slots = pool.take_many(pids) if len(pool.free_slots) >= count else None  # else taken as each opens
+        run = PageRecord.opened_run(self.pages.cols, pids, parent, parent_hashes, len(block), reader.session,
+                                    reader.task, reader.name, self.page_bytes, slots)
+        self.pages.add_run(run, pids)
         opened += run
-        if len(self.storage.slots.free_slots) >= count:  # else taken as each page opens (the caller)
-            self.storage.place_run(run, 0)
+        if slots is not None:  # each slot's generation published (``Storage.place``)
+            publish = self.storage.data.set_generation
+            for slot in slots:
+                publish(slot, 0)
+        self.index.add_children(parent_hashes, pids, [rec.token_ids for rec in run], parent)
+        filed += run
         return run
 
     def write_hashes(self, reader: ReaderRecord, start: int, tokens: Sequence[int]) -> list[int]:
@@ -224,22 +259,26 @@ class PageWriter:
         """
         c, block = self.C, reader.block
         fill, count = start % c, (start + len(tokens)) // c - start // c
+        if not count:  # a write within one page, sealing none (a decode-like append)
+            return []
         last = self.pages.records[block[-1]] if block else None
         head: list[int] = list(last.token_ids) if fill and last else []
         root = (last.parent_hash if fill else last.hash) if last else ROOT_HASH
         assert root is not None and len(head) == fill
         return run_keys(root, head, tokens, count, c)
 
-    def _unwrite(self, rid: int, block: list[int], opened: list[PageRecord], linked: list[PageRecord],
+    def _unwrite(self, rid: int, block: list[int], base: int, opened: list[PageRecord], filed: list[PageRecord],
                  sealed: list[PageRecord]) -> None:
         """Undo of ``events``' own records (one closure a write: no garbage a page until the commit, which
-        would scatter the next request's token ints): hashes unset, pages unlinked, slots and records
-        given back."""
+        would scatter the next request's token ints): hashes unset, continuations removed, the block
+        table cut back to its ``base`` pages (the tip with it), slots and records given back."""
         for rec in sealed:
             rec.hash = None
-        for rec in reversed(linked):
+        for rec in reversed(filed):
             self.index.remove_child(rec.parent_hash, rec.pid)
-            self._unlink(rid, block)
+        if len(block) > base:
+            del block[base:]
+            self.tips.point(rid, self.pages.records[block[-1]] if block else None)
         self._give_back(opened)
 
     def _give_back(self, opened: list[PageRecord]) -> None:

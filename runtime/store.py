@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -100,8 +100,12 @@ class MemoryPageStore:
         self.entries = self.buf.view("<u8").reshape(slots, page_size)  # one token entry a word
         self.used = np.zeros(slots, dtype=bool)
         self.generations = [0] * slots
+        # ``set_generation(slot, gen)``: the list's own item write (a generation published on every
+        # open, move and landing: no Python frame a call)
+        self.set_generation: Callable[[int, int], None] = self.generations.__setitem__
         self.compressed = [False] * slots
         self._lock = threading.Lock()
+        self._mixed = np.zeros(0, dtype=np.uint64)  # position * MIX of positions 0.. (mod 2**64), grown on demand
 
     def write_tokens(self, slot: int, depth: int, offset: int, tokens: Sequence[int]) -> None:
         """Store the payload of ``tokens`` at offsets ``offset..``."""
@@ -148,9 +152,10 @@ class MemoryPageStore:
         """
         n, c = len(tokens), self.page_size
         base = depth * c + offset
-        entries = np.arange(base, base + n, dtype=np.uint64)  # positions, then their entries in place
-        entries *= _MIX
-        entries += tokens
+        mixed = self._mixed
+        if len(mixed) < base + n:
+            self._mixed = mixed = np.arange(max(base + n, 2 * len(mixed)), dtype=np.uint64) * _MIX
+        entries = mixed[base:base + n] + tokens  # each position's mix plus its token, then the entries in place
         entries <<= _HIGH
         entries |= tokens & _LOW
         at = np.array(slots, dtype=np.intp)  # (an index array: a list is converted at each use)
@@ -219,6 +224,3 @@ class MemoryPageStore:
         for slot in slots:
             compressed[slot] = False
 
-    def set_generation(self, slot: int, gen: int) -> None:
-        """Record the generation the kernels would compare."""
-        self.generations[slot] = gen

@@ -152,15 +152,6 @@ class Storage:
         rec.gpu_slot = slot
         self.data.set_generation(slot, gen)
 
-    def place_run(self, recs: Sequence[PageRecord], gen: int) -> None:
-        """A slot taken for each of ``recs`` and the page placed in it, in order (``place(rec, slots.take(pid),
-        gen)`` for each); CapacityError, nothing taken, if too few slots are free."""
-        slots = self.slots.take_many([rec.pid for rec in recs])
-        set_generation = self.data.set_generation
-        for rec, slot in zip(recs, slots, strict=True):
-            rec.gpu_slot = slot
-            set_generation(slot, gen)
-
     def free_slot(self, rec: PageRecord) -> None:
         """Give the page's GPU slot back (its bytes there are gone)."""
         if rec.gpu_slot >= 0:

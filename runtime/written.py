@@ -4,7 +4,8 @@ data plane, the tokens to the records, the sealed pages into the index and their
 ::
 
     pending     (records, fill, tokens, kinds) for each write of the transaction: the pages it touched
-                in block order, the first one's fill before it, the tokens and their kinds
+                in block order, the first one's fill before it (0: the write opened it, as it opened
+                every later one), the tokens and their kinds
     policy      the fresh pages inserted and held, one tick, every page accessed
     bytes       one data-plane call over all the tokens (a run of positions)
     records     a page written whole keeps its tokens as the tuple a sealed page holds
@@ -52,12 +53,10 @@ class WrittenPages:
         into the index (their rows of tokens one array) and their morphology proposed
         (``sealed_many``)."""
         seam = self.seam
-        fresh: list[PageRecord] = []
+        fresh: list[PageRecord] = []  # every page but a partial first one: each opened by its write
         pids: list[int] = []
         for recs, fill, _, _ in pending:
-            for rec in recs[1:] if fill else recs:
-                if not rec.token_ids:
-                    fresh.append(rec)
+            fresh += recs[1:] if fill else recs
             pids += map(_PID, recs)
         seam.writing(fresh)
         for write in pending:
@@ -66,7 +65,8 @@ class WrittenPages:
         rows: list[Any] | None = []  # the sealed pages' tokens, while every one is a uint64 array
         for write in pending:
             rows = self._took(*write, sealed, rows)
-        seam.written(fresh, pids if len(pids) == len(set(pids)) else list(dict.fromkeys(pids)))
+        # one write's pages are distinct; several writes' may share one (a write continues another's page)
+        seam.written(fresh, pids if len(pending) == 1 or len(pids) == len(set(pids)) else list(dict.fromkeys(pids)))
         if sealed:
             self.sealed_many(sealed, None if rows is None else
                              np.frombuffer(b"".join(rows), dtype=np.uint64).reshape(len(sealed), self.C))
@@ -159,18 +159,18 @@ class WrittenPages:
         """Pages that took their last token (committed): their hashes into the index, then their
         morphology proposed, each proposal one batch over them (``Morphology.maintain_many``).
         ``rows``: their tokens as a (pages x C) array, when the caller has one."""
+        pids = list(map(_PID, recs))
         if rows is None or len(recs) < 4 or not self.bulk:
             for i, rec in enumerate(recs):
                 self._index_sealed(rec, None if rows is None else rows[i])
         else:  # their rows and classes stored as arrays, then each page's hash indexed
-            c, pids = self.C, list(map(_PID, recs))
-            kept = self.index.seal_many(pids, [rec.parent for rec in recs], [rec.token_ids for rec in recs], rows)
+            c = self.C
+            kept = self.index.seal_many(pids, [rec.parent for rec in recs], [rec.token_ids for rec in recs], rows,
+                                        [rec.hash for rec in recs])  # type: ignore[misc]
             for rec, toks in zip(recs, kept, strict=True):
                 rec.recovery_tokens = c * (rec.depth + 1)
                 rec.token_ids = toks
-            self.index.add_sealed_many([rec.hash for rec in recs], pids)  # type: ignore[misc]
         self.seam.sealed_many(recs)  # the policy told of each, in order (nothing else told it between)
-        pids = list(map(_PID, recs))
         if self.config.auto_compress:
             self.morph.maintain_many(pids)
         elif self.config.auto_admit:
