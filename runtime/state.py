@@ -351,7 +351,7 @@ class StateStore:
         if fresh:  # every value before is initial: ``olds`` made only where read
             if isinstance(values, int) and values == init:
                 return  # every entry is initial already: nothing written, nothing to undo
-        elif known is not None and len(known[0]) == n and np.array_equal(known[0], pids):
+        elif known is not None and (known[0] is pids or len(known[0]) == n and np.array_equal(known[0], pids)):
             olds, whole = known[1], True  # the row is exactly these pages: its values, at once
         if isinstance(values, int):
             cleared = values == init
