@@ -13,7 +13,8 @@ is exact while copies are in flight.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections import deque
+from collections.abc import Collection, Container, Iterable
 from concurrent.futures import Future
 
 import numpy as np
@@ -39,6 +40,11 @@ class Busy:
 
     def __call__(self, pid: int) -> bool:
         return pid in self.inflight or self.held.get(pid, 0) > 0
+
+    def any_of(self, pids: Collection[int]) -> bool:
+        """Whether any of ``pids`` is in use (``self(pid)`` for one of them: a held page has a positive
+        count, its entry dropped at zero), in two passes of set lookups."""
+        return not (self.inflight.keys().isdisjoint(pids) and self.held.keys().isdisjoint(pids))
 
     def hold(self, pids: Iterable[int]) -> None:
         """Keep ``pids`` from being forgotten until ``unhold``."""
@@ -145,9 +151,8 @@ class Collector:
             stop = len(pids)
             remove, free_page = self.pages.remove, self.store.free_page
             if together:
-                for pid in plan:
-                    gone.append(remove(pid))
-                    free_page(pid)
+                gone = list(map(remove, plan))
+                deque(map(free_page, plan), 0)
             else:
                 fire = self.pipe.firer("forget")
                 for at, pid in enumerate(plan):

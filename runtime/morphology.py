@@ -227,13 +227,17 @@ class Morphology:
         if len(block) - 1 - reader.slide_next >= SLIDE_BATCH_FROM:  # many windows behind: a batch first
             slid += self._slide_batch(reader)
         window, live_code, propose = store.cols[WINDOW], self._live, pipe.proposer("slide")
-        while reader.slide_next < len(block) - 1:
-            pid = block[reader.slide_next]
-            if window[pid] == live_code:
-                if not propose(None, pid):
-                    break
-                slid += 1
-            reader.slide_next += 1
+        at, end = reader.slide_next, len(block) - 1  # (slides change no block table)
+        try:
+            while at < end:
+                pid = block[at]
+                if window[pid] == live_code:
+                    if not propose(None, pid):
+                        break
+                    slid += 1
+                at += 1
+        finally:
+            reader.slide_next = at
         return slid
 
     def _slide_batch(self, reader: ReaderRecord) -> int:

@@ -42,6 +42,9 @@ class PolicySeam:
         self.refusals = 0
         self.victims: Counter[str] = Counter()  # proposals accepted, by decision
         self.bulk_moves = type(policy).on_move_many is not EvictionPolicy.on_move_many
+        # whether any of many pages is in use: ``busy``'s own test of a collection where it has one
+        self.busy_any: Callable[[list[int]], bool] = getattr(busy, "any_of", None) or \
+            (lambda pids: any(map(busy, pids)))
 
     # -- clock and notifications ------------------------------------------------------------------
     def tick(self) -> int:
@@ -207,7 +210,7 @@ class PolicySeam:
         if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
         out = self.policy.propose_first(decision, k)
-        if len(out) < k or not protect.isdisjoint(out) or any(map(self.busy, out)):
+        if len(out) < k or not protect.isdisjoint(out) or self.busy_any(out):
             return None  # ``choose`` would refuse one of them: counted and reported there
         recs = list(map(self.pages.records.get, out))
         if None in recs:
