@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Collection, Container, Iterable
 from concurrent.futures import Future
+from itertools import starmap
 
 import numpy as np
 
@@ -252,12 +253,19 @@ class Collector:
     def forgotten_many(self, recs: list[PageRecord]) -> None:
         """``forgotten`` for pages ``forget`` fired on in this order, whose records and ids are already
         dropped (``_walk``): the payloads freed and the disk records cleared together; the index entries
-        looked at page by page in order (each page still to come counted as live by a duplicate search,
-        as it is one at a time; the entries removed at once up to each takeover by a duplicate); the
-        continuations, sealed rows and the policy's entries dropped together."""
+        removed at once when none of the pages has a sealed duplicate (then nothing takes over between
+        them), else looked at page by page in order (each page still to come counted as live by a
+        duplicate search, as it is one at a time; the entries removed at once up to each takeover by a
+        duplicate); the continuations, sealed rows and the policy's entries dropped together."""
         self.storage.release_many(recs)
         index, by_hash, kids, find = self.index, self.index.by_hash, self.index.kids, self.pages.find
-        dropped: list[tuple[int, int]] = []
+        dropped = [(rec.hash, rec.pid) for rec in recs if rec.hash is not None and by_hash.get(rec.hash) == rec.pid]
+        if all(starmap(kids.alone, dropped)):  # no duplicate to take over: the index entries as they stood, at once
+            index.remove_sealed_many(dropped)
+            index.forget_many([(rec.parent_hash, rec.pid) for rec in recs])
+            self.seam.removed_many(recs)
+            return
+        dropped = []
         for at, rec in enumerate(recs):
             pid, h = rec.pid, rec.hash
             if h is None or by_hash.get(h) != pid:

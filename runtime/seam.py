@@ -92,10 +92,13 @@ class PolicySeam:
                 if holders[pid] == 1:
                     crossed.append(rec)
             metas: Sequence[PageMeta] = fresh
-        else:
+        else:  # more: ``last_use`` and ``holders`` written by one vector write each
+            listed = [rec.pid for rec in fresh]
             for rec in fresh:
-                rec.created = rec.last_use = now
-            metas, crossed = self._hold([rec.pid for rec in fresh], 1)  # type: ignore[assignment]
+                rec.created = now
+            idx = np.fromiter(listed, dtype=np.int64, count=len(listed))
+            self.pages.cols.last_use[idx] = now
+            metas, crossed = self._hold(idx, 1, listed)  # type: ignore[assignment]
         self.now = now + 1
         self.policy.on_written(metas, crossed, self._touch(pids), now + 1)
 
