@@ -43,8 +43,7 @@ class Busy:
         return pid in self.inflight or self.held.get(pid, 0) > 0
 
     def any_of(self, pids: Collection[int]) -> bool:
-        """Whether any of ``pids`` is in use (``self(pid)`` for one of them: a held page has a positive
-        count, its entry dropped at zero), in two passes of set lookups."""
+        """``self(pid)`` for one of ``pids`` (a held page's entry is dropped at zero holds)."""
         return not (self.inflight.keys().isdisjoint(pids) and self.held.keys().isdisjoint(pids))
 
     def hold(self, pids: Iterable[int]) -> None:
@@ -260,13 +259,10 @@ class Collector:
         self.storage.release_many(recs)
         index, by_hash, kids, find = self.index, self.index.by_hash, self.index.kids, self.pages.find
         dropped = [(rec.hash, rec.pid) for rec in recs if rec.hash is not None and by_hash.get(rec.hash) == rec.pid]
-        if all(starmap(kids.alone, dropped)):  # no duplicate to take over: the index entries as they stood, at once
-            index.remove_sealed_many(dropped)
-            index.forget_many([(rec.parent_hash, rec.pid) for rec in recs])
-            self.seam.removed_many(recs)
-            return
-        dropped = []
-        for at, rec in enumerate(recs):
+        takeover = not all(starmap(kids.alone, dropped))  # none: the entries as they stood, removed at once
+        if takeover:  # else page by page
+            dropped = []
+        for at, rec in enumerate(recs if takeover else ()):
             pid, h = rec.pid, rec.hash
             if h is None or by_hash.get(h) != pid:
                 continue
