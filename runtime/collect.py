@@ -13,8 +13,10 @@ is exact while copies are in flight.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections import deque
+from collections.abc import Collection, Container, Iterable
 from concurrent.futures import Future
+from itertools import starmap
 
 import numpy as np
 
@@ -39,6 +41,10 @@ class Busy:
 
     def __call__(self, pid: int) -> bool:
         return pid in self.inflight or self.held.get(pid, 0) > 0
+
+    def any_of(self, pids: Collection[int]) -> bool:
+        """``self(pid)`` for one of ``pids`` (a held page's entry is dropped at zero holds)."""
+        return not (self.inflight.keys().isdisjoint(pids) and self.held.keys().isdisjoint(pids))
 
     def hold(self, pids: Iterable[int]) -> None:
         """Keep ``pids`` from being forgotten until ``unhold``."""
@@ -145,9 +151,8 @@ class Collector:
             stop = len(pids)
             remove, free_page = self.pages.remove, self.store.free_page
             if together:
-                for pid in plan:
-                    gone.append(remove(pid))
-                    free_page(pid)
+                gone = list(map(remove, plan))
+                deque(map(free_page, plan), 0)
             else:
                 fire = self.pipe.firer("forget")
                 for at, pid in enumerate(plan):
@@ -247,13 +252,17 @@ class Collector:
     def forgotten_many(self, recs: list[PageRecord]) -> None:
         """``forgotten`` for pages ``forget`` fired on in this order, whose records and ids are already
         dropped (``_walk``): the payloads freed and the disk records cleared together; the index entries
-        looked at page by page in order (each page still to come counted as live by a duplicate search,
-        as it is one at a time; the entries removed at once up to each takeover by a duplicate); the
-        continuations, sealed rows and the policy's entries dropped together."""
+        removed at once when none of the pages has a sealed duplicate (then nothing takes over between
+        them), else looked at page by page in order (each page still to come counted as live by a
+        duplicate search, as it is one at a time; the entries removed at once up to each takeover by a
+        duplicate); the continuations, sealed rows and the policy's entries dropped together."""
         self.storage.release_many(recs)
         index, by_hash, kids, find = self.index, self.index.by_hash, self.index.kids, self.pages.find
-        dropped: list[tuple[int, int]] = []
-        for at, rec in enumerate(recs):
+        dropped = [(rec.hash, rec.pid) for rec in recs if rec.hash is not None and by_hash.get(rec.hash) == rec.pid]
+        takeover = not all(starmap(kids.alone, dropped))  # none: the entries as they stood, removed at once
+        if takeover:  # else page by page
+            dropped = []
+        for at, rec in enumerate(recs if takeover else ()):
             pid, h = rec.pid, rec.hash
             if h is None or by_hash.get(h) != pid:
                 continue

@@ -25,7 +25,7 @@ from .errors import GuardRefused
 from .pages import PageDirectory
 from .pipeline import Pipeline
 from .poolbatch import BATCH_FROM, admit_batch, count_checks, count_refuses, exact_in_one_go
-from .proposeplan import Hook
+from .proposeplan import Hook, Inline
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
@@ -57,7 +57,8 @@ class Morphology:
         self.count_checks = count_checks(pipe.cspec)  # admit's conjuncts that read only the pool's counts
         self.block_holders = self.store.rev.get(BLOCK)  # who holds each page in a block table (None: not kept)
         # ``maintain_many``'s proposals: build_index only where the keys are stale, the data plane after begin
-        self._maintain_hooks: tuple[dict[int, Hook], dict[int, Hook]] = ({2: self._stale_index},
+        stale = f"cols['indexer'][p] != {self._built} or cols['igen'][p] != cols['cgen'][p]"  # ``_stale_index``
+        self._maintain_hooks: tuple[dict[int, Hook], dict[int, Hook]] = ({2: Inline(self._stale_index, stale)},
                                                                          {0: self._compress_data})
         pipe.watch(POOL, self._pool_changed)
 
@@ -143,8 +144,12 @@ class Morphology:
         pages the spec allows it for fire as one batch; compression and indexing proposed page by page,
         each page's three proposals one generated function (``Pipeline.proposals``)."""
         chain = self.pipe.proposals(MAINTAIN, *self._maintain_hooks)
-        for pid in pids:
-            chain(None, pid)
+        each = getattr(chain, "each", None)  # the generated proposals' loop over many pages
+        if each is not None:
+            each(None, pids)
+        else:
+            for pid in pids:
+                chain(None, pid)
         if self.config.auto_admit:
             pool = self.store.cols[POOL]
             todo = [pid for pid in pids if pool[pid] != self._pooled]
@@ -227,13 +232,17 @@ class Morphology:
         if len(block) - 1 - reader.slide_next >= SLIDE_BATCH_FROM:  # many windows behind: a batch first
             slid += self._slide_batch(reader)
         window, live_code, propose = store.cols[WINDOW], self._live, pipe.proposer("slide")
-        while reader.slide_next < len(block) - 1:
-            pid = block[reader.slide_next]
-            if window[pid] == live_code:
-                if not propose(None, pid):
-                    break
-                slid += 1
-            reader.slide_next += 1
+        at, end = reader.slide_next, len(block) - 1  # (slides change no block table)
+        try:
+            while at < end:
+                pid = block[at]
+                if window[pid] == live_code:
+                    if not propose(None, pid):
+                        break
+                    slid += 1
+                at += 1
+        finally:
+            reader.slide_next = at
         return slid
 
     def _slide_batch(self, reader: ReaderRecord) -> int:

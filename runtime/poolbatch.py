@@ -49,6 +49,7 @@ import numpy as np
 
 from morphcache.spec.expr import Index, Name, Reduce, walk
 
+from . import pipeline
 from .binding import BLOCK, POOL
 from .compiler import CompiledEvent, CompiledSpec, Conjunct
 from .errors import GuardRefused
@@ -143,8 +144,15 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     morph.quiet = True
     sp = pipe.begin()
     try:
-        pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
-        pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)
+        if k < pipeline.VECTOR_FROM:  # what ``fire_batch`` does for so few (one firing at a time), in this transaction
+            evict, admit = pipe.firer("evict"), pipe.firer("admit")
+            for pid in victims:
+                evict(None, pid, None, None)
+            for pid in pids:
+                admit(None, pid, None, None)
+        else:
+            pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
+            pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)
         pipe.commit()
     except GuardRefused:
         pipe.rollback(sp)

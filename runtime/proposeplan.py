@@ -16,6 +16,10 @@ stages written as its own proposal plan's (fireplan.py), one after the other::
         if when1(p): ...
         return got                            bit i: event i fired
 
+A ``when`` hook that is an ``Inline`` is tested in line (its source), not called.  The function's
+``each(r, pages)`` makes the same proposals for each of ``pages`` in turn (one call for a write's
+sealed pages).
+
 Each event's guard is evaluated against the state the proposals before it left, exactly as when each
 is proposed alone (``Pipeline.propose``), in the same order.  Built only where each event has a
 proposal plan of its own (fast path, no recording, no strict step checks, no '*' effect, no params);
@@ -33,6 +37,20 @@ from .fireplan import PlanContext, compile_plan, fire_lines, guard_source, owner
 
 Hook = Callable[[int], Any]
 ProposalsPlan = Callable[[Any, int], int]
+
+
+class Inline:
+    """A ``when`` hook the generated proposals test in line: ``source``, an expression of ``p`` over the
+    plan's names (``cols``: the state store's page columns), the same test as ``fn`` (called where the
+    proposals are made one by one)."""
+
+    __slots__ = ("fn", "source")
+
+    def __init__(self, fn: Hook, source: str) -> None:
+        self.fn, self.source = fn, source
+
+    def __call__(self, p: int) -> Any:
+        return self.fn(p)
 
 
 def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ...],
@@ -62,9 +80,14 @@ def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ..
             block.append(f"    then{t}(p)")
         block = ["try:", *(f"    {line}" for line in block), "except GuardRefused:", "    pass"]
         if i in when:
-            scope[f"when{t}"] = when[i]
-            block = [f"if when{t}(p):", *(f"    {line}" for line in block)]
+            hook = when[i]
+            test = hook.source if isinstance(hook, Inline) else f"when{t}(p)"
+            scope[f"when{t}"] = hook
+            block = [f"if {test}:", *(f"    {line}" for line in block)]
         body += block
-    body.append("return got")
     name = "+".join(ev.name for ev in events)
-    return compile_plan("_proposals", "r, p", body, scope, name)  # type: ignore[no-any-return]
+    found = compile_plan("_proposals", "r, p", [*body, "return got"], scope, name)
+    # ``found.each(r, pages)``: the same for each of ``pages`` in turn, in one call
+    each = compile_plan("_each", "r, ps", ["for p in ps:", *(f"    {line}" for line in body)], scope, name)
+    found.each = each  # type: ignore[attr-defined]
+    return found  # type: ignore[no-any-return]

@@ -42,6 +42,9 @@ class PolicySeam:
         self.refusals = 0
         self.victims: Counter[str] = Counter()  # proposals accepted, by decision
         self.bulk_moves = type(policy).on_move_many is not EvictionPolicy.on_move_many
+        # whether any of many pages is in use: ``busy``'s own test of a collection where it has one
+        self.busy_any: Callable[[list[int]], bool] = getattr(busy, "any_of", None) or \
+            (lambda pids: any(map(busy, pids)))
 
     # -- clock and notifications ------------------------------------------------------------------
     def tick(self) -> int:
@@ -89,10 +92,13 @@ class PolicySeam:
                 if holders[pid] == 1:
                     crossed.append(rec)
             metas: Sequence[PageMeta] = fresh
-        else:
+        else:  # more: ``last_use`` and ``holders`` written by one vector write each
+            listed = [rec.pid for rec in fresh]
             for rec in fresh:
-                rec.created = rec.last_use = now
-            metas, crossed = self._hold([rec.pid for rec in fresh], 1)  # type: ignore[assignment]
+                rec.created = now
+            idx = np.fromiter(listed, dtype=np.int64, count=len(listed))
+            self.pages.cols.last_use[idx] = now
+            metas, crossed = self._hold(idx, 1, listed)  # type: ignore[assignment]
         self.now = now + 1
         self.policy.on_written(metas, crossed, self._touch(pids), now + 1)
 
@@ -207,7 +213,7 @@ class PolicySeam:
         if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
         out = self.policy.propose_first(decision, k)
-        if len(out) < k or not protect.isdisjoint(out) or any(map(self.busy, out)):
+        if len(out) < k or not protect.isdisjoint(out) or self.busy_any(out):
             return None  # ``choose`` would refuse one of them: counted and reported there
         recs = list(map(self.pages.records.get, out))
         if None in recs:
