@@ -42,6 +42,12 @@ from .state import StateStore
 
 NO_HOOKS: dict[int, Hook] = {}  # ``proposals`` without conditions or calls (never written)
 VECTOR_FROM = 16  # batches at least this long are decided by the vector backend (numpy has a fixed cost)
+# Per event, the batch length from which the vector backend is cheaper than one firing at a time,
+# measured on the trace replay (an event's vector cost is mostly fixed: its conjuncts' numpy calls);
+# an event not named here uses VECTOR_FROM.  Read only through ``vector_from``.
+EVENT_VECTOR_FROM: dict[str, int] = {"acquire": 48, "attach": 48, "offload": 48, "spill": 48, "admit": 48,
+                                     "forget": 48, "detach": 32, "evict": 24, "offload_done": 24}
+_VECTOR_FROM_SHIPPED = VECTOR_FROM
 Write = tuple[str, str, Any, Any]  # (target, index kind "p" / "r" / "rp" / "star", star index, value)
 Watcher = Callable[[Any], None]
 
@@ -441,7 +447,7 @@ class Pipeline:
         if count == 1 and atomic:  # one firing is all or nothing on its own: no batch, no transaction
             self.firer(name)(_first(r), _first(p), None, None)
             return _all_fired(1)
-        plan = self.planner.plan(ev, r, p) if self.fast and count >= VECTOR_FROM and not self.strict else None
+        plan = self.planner.plan(ev, r, p) if self.fast and count >= vector_from(name) and not self.strict else None
         if plan is not None:
             assert p is not None
             return VectorFiring(self, ev, plan, r, p, count, distinct).run(atomic)
@@ -520,6 +526,14 @@ class Pipeline:
             raise
         self.commit()
         return _all_fired(count)
+
+def vector_from(name: str) -> int:
+    """The least batch of event ``name`` that ``fire_batch`` hands to the vector backend: the event's
+    measured crossover, or ``VECTOR_FROM`` when that is lower (a lowered ``VECTOR_FROM`` sends every
+    batch at least that long to the vector backend, whatever its event)."""
+    least = EVENT_VECTOR_FROM.get(name, VECTOR_FROM)
+    return VECTOR_FROM if VECTOR_FROM < _VECTOR_FROM_SHIPPED else max(VECTOR_FROM, least)
+
 
 def _first(ids: Any) -> int | None:
     """The one reader or page of a batch of one firing: ``ids`` None, one id, or a sequence of one."""

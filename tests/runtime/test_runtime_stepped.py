@@ -15,6 +15,7 @@ from rt_helpers import small_config, toks
 from test_runtime_conformance import INSTANCE, check_all
 
 from morphcache.runtime import CacheManager, RuntimeConfig
+from morphcache.runtime import pipeline as pipeline_module
 from morphcache.runtime.binding import POOL
 from morphcache.runtime.errors import GuardRefused
 
@@ -45,7 +46,8 @@ def test_admit_is_planned_with_its_count_stepped() -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_stepped_batches_agree_with_one_by_one(seed: int) -> None:
+def test_stepped_batches_agree_with_one_by_one(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline_module, "VECTOR_FROM", 2)  # every batch of two or more: the vector backend
     m = CacheManager(config=small_config(gpu_pages=160, host_pages=16, pool_capacity=60))
     for i in range(5):
         m.register(f"s{i}", toks(1000 * i, 100))
@@ -75,8 +77,9 @@ def test_stepped_batches_agree_with_one_by_one(seed: int) -> None:
     m.close()
 
 
-def test_stepped_batches_conform() -> None:
+def test_stepped_batches_conform(monkeypatch: pytest.MonkeyPatch) -> None:
     """Admissions in one batch, some refused at the capacity, recorded and checked step by step."""
+    monkeypatch.setattr(pipeline_module, "VECTOR_FROM", 2)  # the batch to the vector backend, whatever its length
     opts = {**INSTANCE, "gpu_pages": 48, "host_pages": 0, "disk_pages": 0, "pool_capacity": 20}
     m = CacheManager(config=RuntimeConfig(**{**opts, "auto_admit": False}, record=True))
     m.register("a", toks(0, 60))
@@ -90,3 +93,15 @@ def test_stepped_batches_conform() -> None:
     assert check_all(m, steps) == []
     m.check_integrity()
     m.close()
+
+
+def test_vector_from_is_per_event_unless_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each event's batches reach the vector backend from its own crossover; a lowered ``VECTOR_FROM``
+    (the tests' knob) sends every event's from there, a raised one none below it."""
+    vector_from = pipeline_module.vector_from
+    assert vector_from("admit") == pipeline_module.EVENT_VECTOR_FROM["admit"] > pipeline_module.VECTOR_FROM
+    assert vector_from("release_last") == pipeline_module.VECTOR_FROM
+    monkeypatch.setattr(pipeline_module, "VECTOR_FROM", 2)
+    assert vector_from("admit") == vector_from("release_last") == 2
+    monkeypatch.setattr(pipeline_module, "VECTOR_FROM", 1000)
+    assert vector_from("admit") == vector_from("release_last") == 1000
