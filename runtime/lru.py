@@ -373,26 +373,20 @@ class LRUPolicy(EvictionPolicy):
             self._place(meta, new)
 
     def on_update_many(self, metas: Sequence[PageMeta]) -> None:
-        if not self.touched and not self.pool_touched:
-            self._update_at_once(metas)
-            return
-        pooled, place, code = self.pooled, self._place, self.code_bytes
-        for meta in metas:  # ``_queue`` inlined: a prefix attached or freed updates every page of it
-            tier = meta.tier
-            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
-            page = meta.page
-            if page >= len(code):
-                self._ensure(page)
-                code = self.code_bytes
-            if code[page] != new or meta.pooled != (page in pooled):
-                place(meta, new)
+        self._place_many(metas, False)
 
-    def _update_at_once(self, metas: Sequence[PageMeta]) -> None:
-        """``on_update_many`` while nothing is buffered: each page whose queue or pool membership changed
-        placed and moved at once, in order (``_place`` and its touches inlined)."""
+    def _place_many(self, metas: Sequence[PageMeta], every: bool) -> None:
+        """``_place`` of each page, in order, whose queue or pool membership changed (``every``: of each
+        page), its queue's code read from its tier and holders (``_queue`` inlined), and its touches
+        (``_touch_one``'s) inlined: moved at once while nothing is buffered for those queues, else
+        buffered; whether the touches buffer cannot change along the way (a buffered touch keeps them
+        buffered), and the buffers are compacted, if at all, once at the end (the order they give is
+        the same)."""
         pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
         stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
-        clock = self.clock
+        touched, pool_touched = self.touched, self.pool_touched
+        buffered, pool_buffered = bool(touched), bool(pool_touched)
+        clock, counts = self.clock, (len(touched), len(pool_touched))
         for meta in metas:
             tier = meta.tier
             new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
@@ -403,31 +397,43 @@ class LRUPolicy(EvictionPolicy):
                     self.pool_stamp_cells
             joins = meta.pooled
             was = page in pooled
-            if code[page] == new and joins == was:
+            if not every and code[page] == new and joins == was:
                 continue
             code[page] = new
             clock += 1
             stamps[page] = clock
-            old = filed[page]
-            if old:
-                del queues[old][page]
-            if new:
-                queues[new][page] = None
-            if old != new:
-                filed[page] = new
+            if buffered:
+                touched.append(page)
+            else:
+                old = filed[page]
+                if old:
+                    del queues[old][page]
+                if new:
+                    queues[new][page] = None
+                if old != new:
+                    filed[page] = new
             if joins:
                 if not was:
                     pooled.add(page)
                     self.in_pool_bytes[page] = 1
                     clock += 1
                     pool_stamps[page] = clock
-                    pool_queue.pop(page, None)
-                    pool_queue[page] = None
+                    if pool_buffered:
+                        pool_touched.append(page)
+                    else:
+                        pool_queue.pop(page, None)
+                        pool_queue[page] = None
             elif was:
                 pooled.discard(page)
                 self.in_pool_bytes[page] = 0
                 pool_queue.pop(page, None)
         self.clock = clock
+        if buffered or pool_buffered:
+            held = self.held
+            held[0] += len(touched) - counts[0]
+            held[1] += len(pool_touched) - counts[1]
+            if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
+                self._compact()
 
     def on_sealed_many(self, metas: Sequence[PageMeta]) -> None:
         # the order reads only a page's tier, holders and pool membership, none of which a seal changes
@@ -467,13 +473,11 @@ class LRUPolicy(EvictionPolicy):
         # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
         # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
         if len(metas) <= 8:  # a few: one at a time costs less than the batch's lists
-            for meta in metas:
-                self._place(meta)
+            self._place_many(metas, True)
             return
         pages = _page_ids(metas)
         if list(map(_POOLED, metas)) != list(map(self.pooled.__contains__, pages)):
-            for meta in metas:
-                self._place(meta)
+            self._place_many(metas, True)
             return
         top = max(pages)
         if top >= len(self.code):

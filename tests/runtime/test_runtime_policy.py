@@ -406,3 +406,59 @@ def test_lru_seals_leave_the_order_an_update_would() -> None:
     counting.on_insert(PageMeta(1, 0))
     counting.on_sealed_many([PageMeta(1, 0)])
     assert counting.updates == 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(seed: int) -> None:
+    """Pool and holder changes told at once (``on_update_many``) and moves of pages whose pool membership
+    changed on the way (``on_move_many``), each with and without touches buffered behind a long access,
+    leave LRU's queues, stamps, buffers and proposals exactly as the same notices told page by page."""
+    import random
+
+    rng = random.Random(seed)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(500):
+        op = rng.random()
+        if op < 0.15 or not metas:
+            inserted(metas, (bulk, single), rng.sample(range(900), rng.choice([1, 5, 80])), pooled_every=4,
+                     held_every=3)
+        elif op < 0.45:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 4, 8, 30, 120])))
+            for pid in pids:
+                pooled, holders = rng.random() < 0.5, rng.randrange(2)
+                for meta in metas[pid]:
+                    meta.pooled, meta.holders = pooled, holders
+            bulk.on_update_many([metas[p][0] for p in pids])
+            for p in pids:
+                single.on_update(metas[p][1])
+        elif op < 0.6:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 3, 8, 40])))
+            group, olds = [], []
+            for pid in pids:
+                a, b = metas[pid]
+                tier = rng.choice([t for t in ("gpu", "host", "disk", "dropped", "offloading") if t != a.tier])
+                if rng.random() < 0.3:  # its pool membership changed, not yet told
+                    a.pooled = b.pooled = not a.pooled
+                olds.append(a.tier)
+                a.tier = tier
+                group.append(a)
+                old, b.tier = b.tier, tier
+                single.on_move(b, old)
+            bulk.on_move_many(group, olds)
+        elif op < 0.8:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([2, 12, 100])))
+            for k, pol in enumerate((bulk, single)):  # a long one buffers the touches after it, in both
+                pol.on_access_many([metas[p][k] for p in pids], step)
+        elif op < 0.85:
+            pid = rng.choice(sorted(metas))
+            removed(metas.pop(pid), (bulk, single))
+        else:
+            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+        assert bulk.clock == single.clock and bulk.held == single.held, step
+    for decision in ("gpu", "host", "disk", "pool"):
+        assert list(bulk.propose(decision)) == list(single.propose(decision))
+    assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}
+    assert bulk.stamp.tobytes() == single.stamp.tobytes()
+    assert bulk.pool_stamp.tobytes() == single.pool_stamp.tobytes()
