@@ -25,9 +25,9 @@ import xxhash
 TOKEN_BYTES = 8
 
 
-def checksum(data: bytes) -> int:
-    """Content checksum of a payload (xxh3, 64 bit)."""
-    return int(xxhash.xxh3_64_intdigest(data))
+# ``checksum(data)``: the content checksum of a payload (xxh3, 64 bit, an int): the hash's own call, no
+# Python frame a page (every page offloaded, spilled or landed is checksummed)
+checksum: Callable[[bytes], int] = xxhash.xxh3_64_intdigest
 
 
 _PACK = struct.Struct("<II").pack
@@ -160,12 +160,19 @@ class MemoryPageStore:
         entries |= tokens & _LOW
         at = np.array(slots, dtype=np.intp)  # (an index array: a list is converted at each use)
         self.used[at] = True
+        rows = self.entries
         if offset == 0 and n == len(slots) * c:  # whole pages
-            self.entries[at] = entries.reshape(len(slots), c)
+            rows[at] = entries.reshape(len(slots), c)
             return
-        rows = self.entries[at]
-        rows.reshape(-1)[offset:offset + n] = entries
-        self.entries[at] = rows
+        # the first page's part, the whole pages after it, the last page's part: each written in place
+        head = min(n, c - offset)
+        rows[slots[0], offset:offset + head] = entries[:head]
+        whole = (n - head) // c
+        if whole:
+            rows[at[1:1 + whole]] = entries[head:head + whole * c].reshape(whole, c)
+        tail = n - head - whole * c
+        if tail:
+            rows[slots[1 + whole], :tail] = entries[n - tail:]
 
     def compress(self, slot: int) -> None:
         """Mark the slot's compressed entry as built (no tensors in this store)."""
@@ -179,9 +186,12 @@ class MemoryPageStore:
 
     def write(self, slot: int, data: bytes) -> None:
         """Overwrite the slot with ``data`` (truncated or zero-padded to the page size)."""
-        chunk = np.frombuffer(data[: self.page_bytes], dtype=np.uint8)
-        self.buf[slot] = 0
-        self.buf[slot, : len(chunk)] = chunk
+        if len(data) == self.page_bytes:  # a whole page (a landing's copy): the row written at once
+            self.buf[slot] = np.frombuffer(data, dtype=np.uint8)
+        else:
+            chunk = np.frombuffer(data[: self.page_bytes], dtype=np.uint8)
+            self.buf[slot] = 0
+            self.buf[slot, : len(chunk)] = chunk
         self.used[slot] = True
 
     def recompute(self, slot: int, depth: int, tokens: Sequence[int]) -> None:
@@ -218,8 +228,9 @@ class MemoryPageStore:
 
     def free_many(self, slots: list[int]) -> None:
         """``free`` of each of ``slots`` (distinct), at once."""
-        self.buf[slots] = 0
-        self.used[slots] = False
+        at = np.array(slots, dtype=np.intp)  # (an index array: a list is converted at each use)
+        self.buf[at] = 0
+        self.used[at] = False
         compressed = self.compressed
         for slot in slots:
             compressed[slot] = False
