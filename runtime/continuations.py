@@ -146,16 +146,19 @@ class Continuations:
         for parent_hash, pid in pairs:  # (``_unfile`` and ``_take``'s common case, a bucket of one, in line)
             old = info.get(pid)
             if old is not None and old[0] == parent_hash:
+                del info[pid]
+                held = tokens.pop(pid)
                 got = unfiled.get(parent_hash)
-                if got is not None and (got == pid if got.__class__ is int else pid in got):  # type: ignore[operator]
-                    _take(unfiled, parent_hash, pid)
-                else:  # filed under the first token it had then, which it still has
-                    key = (parent_hash, tokens[pid][0])
+                if got is None or (got != pid if got.__class__ is int else pid not in got):  # type: ignore[operator]
+                    key = (parent_hash, held[0])  # filed under the first token it had then, which it still has
                     if filed.get(key) == pid:
                         del filed[key]
                     else:
                         _take(filed, key, pid)
-                del info[pid], tokens[pid]
+                elif got == pid:
+                    del unfiled[parent_hash]
+                else:
+                    _take(unfiled, parent_hash, pid)
             h = hash_of.pop(pid, None)
             if h is not None:
                 if sealed.get(h) == pid:
