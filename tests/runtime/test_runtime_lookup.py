@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from rt_helpers import small_config, spec_variant, toks
 from morphcache.runtime import SHIPPED_SPEC, CacheManager, DiversionError, Miss, NeedsRecovery, Ready
 from morphcache.runtime.compiler import CompiledSpec
 from morphcache.runtime.errors import MorphcacheError
-from morphcache.runtime.lookup import VECTOR_FROM, pack_bytes, path_function
-from morphcache.runtime.plan import choose_path
+from morphcache.runtime.lookup import VECTOR_FROM, _frozen, pack_bytes, path_function
+from morphcache.runtime.plan import Assignment, RecoveryPlan, choose_path
 from morphcache.runtime.search import HitSearch
 from morphcache.spec.loader import load_spec
 
@@ -233,3 +234,13 @@ def test_the_generated_path_loop_picks_what_the_conditions_pick(columns: list[tu
             except DiversionError:
                 want = None
             assert path == want, (obj, pid, {k: v[pid] for k, v in arrays.items()})
+
+
+@pytest.mark.parametrize("cls", [Assignment, NeedsRecovery, Ready, RecoveryPlan])
+def test_answers_made_without_init_have_no_post_init(cls: type) -> None:
+    """A lookup makes its answers and a plan's assignments by filling the frozen value's fields at once
+    (``lookup._frozen``), not through ``__init__``: right only while the class checks nothing there."""
+    assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert not hasattr(cls, "__post_init__")
+    fields = {f.name: i for i, f in enumerate(dataclasses.fields(cls))}
+    assert _frozen(cls, **fields) == cls(**fields)
