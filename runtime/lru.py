@@ -378,13 +378,14 @@ class LRUPolicy(EvictionPolicy):
     def _place_many(self, metas: Sequence[PageMeta], every: bool) -> None:
         """``_place`` of each page, in order, whose queue or pool membership changed (``every``: of each
         page), its queue's code read from its tier and holders (``_queue`` inlined), and its touches
-        (``_touch_one``'s) inlined: moved at once while nothing is buffered for those queues, else
-        buffered; whether the touches buffer cannot change along the way (a buffered touch keeps them
-        buffered), and the buffers are compacted, if at all, once at the end (the order they give is
-        the same)."""
-        pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
+        (``_touch_one``'s) inlined: moved at once while nothing is buffered for those queues (filed by
+        ``_file_each`` after the loop, in the same order), else buffered; whether the touches buffer
+        cannot change along the way (a buffered touch keeps them buffered), and the buffers are
+        compacted, if at all, once at the end (the order they give is the same)."""
+        pooled, code = self.pooled, self.code_bytes
         stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
         touched, pool_touched = self.touched, self.pool_touched
+        refiled: list[int] = []  # pages moved at once (nothing buffered), filed after the loop in this order
         buffered, pool_buffered = bool(touched), bool(pool_touched)
         clock, counts = self.clock, (len(touched), len(pool_touched))
         for meta in metas:
@@ -393,8 +394,7 @@ class LRUPolicy(EvictionPolicy):
             page = meta.page
             if page >= len(code):
                 self._ensure(page)
-                code, filed, stamps, pool_stamps = self.code_bytes, self.filed_bytes, self.stamp_cells, \
-                    self.pool_stamp_cells
+                code, stamps, pool_stamps = self.code_bytes, self.stamp_cells, self.pool_stamp_cells
             joins = meta.pooled
             was = page in pooled
             if not every and code[page] == new and joins == was:
@@ -402,16 +402,7 @@ class LRUPolicy(EvictionPolicy):
             code[page] = new
             clock += 1
             stamps[page] = clock
-            if buffered:
-                touched.append(page)
-            else:
-                old = filed[page]
-                if old:
-                    del queues[old][page]
-                if new:
-                    queues[new][page] = None
-                if old != new:
-                    filed[page] = new
+            (touched if buffered else refiled).append(page)
             if joins:
                 if not was:
                     pooled.add(page)
@@ -428,6 +419,8 @@ class LRUPolicy(EvictionPolicy):
                 self.in_pool_bytes[page] = 0
                 pool_queue.pop(page, None)
         self.clock = clock
+        if refiled:  # the tier queues only: the pool's, filed in the loop, is another queue
+            self._file_each(refiled)
         if buffered or pool_buffered:
             held = self.held
             held[0] += len(touched) - counts[0]
