@@ -142,6 +142,21 @@ def removed(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, Evictio
         pol.on_remove(meta)
 
 
+DECISIONS = ("gpu", "host", "disk", "pool")
+
+
+def same_proposals(a: EvictionPolicy, b: EvictionPolicy, decision: str, step: int | None = None) -> None:
+    """Both policies propose the same victims, in the same order, for ``decision``."""
+    assert list(a.propose(decision)) == list(b.propose(decision)), (step, decision)
+
+
+def same_order(a: LRUPolicy, b: LRUPolicy) -> None:
+    """Both LRUs propose alike for every decision and hold every queue in the same order."""
+    for decision in DECISIONS:
+        same_proposals(a, b, decision)
+    assert {k: list(q) for k, q in a.order.items()} == {k: list(q) for k, q in b.order.items()}
+
+
 def test_lru_holders_in_bulk_files_pages_as_updates_do() -> None:
     """``on_holders_many`` (a prefix attached or freed: only the pages that became held or unheld change
     queue) leaves LRU's order exactly as ``on_update_many`` over the same pages would."""
@@ -175,8 +190,8 @@ def test_lru_holders_in_bulk_files_pages_as_updates_do() -> None:
             pids = rng.sample(sorted(metas), min(len(metas), 3))
             bulk.on_access_many([metas[p][0] for p in pids], step)
             single.on_access_many([metas[p][1] for p in pids], step)
-        for decision in ("gpu", "host", "disk", "pool"):
-            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+        for decision in DECISIONS:
+            same_proposals(bulk, single, decision, step)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -214,7 +229,7 @@ def test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed: 
             pid = rng.choice(sorted(metas))
             removed(metas.pop(pid), (lazy, eager))
         else:
-            decision = rng.choice(["gpu", "host", "disk", "pool"])
+            decision = rng.choice(DECISIONS)
             eager._flush(True)
             eager._flush(False)
             got, want = list(lazy.propose(decision)), list(eager.propose(decision))
@@ -251,12 +266,9 @@ def test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed: int) ->
             pid = rng.choice(sorted(metas))
             removed(metas.pop(pid), (bulk, single))
         else:
-            decision = rng.choice(["gpu", "host", "disk", "pool"])
-            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+            same_proposals(bulk, single, rng.choice(DECISIONS), step)
             assert bulk.placed == single.placed and bulk.stamp.tobytes() == single.stamp.tobytes()
-    for decision in ("gpu", "host", "disk", "pool"):
-        assert list(bulk.propose(decision)) == list(single.propose(decision))
-    assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}
+    same_order(bulk, single)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -303,11 +315,8 @@ def test_lru_write_notices_in_one_call_give_the_order_of_three(seed: int) -> Non
             pid = rng.choice(sorted(metas))
             removed(metas.pop(pid), (merged, three))
         else:
-            decision = rng.choice(["gpu", "host", "disk", "pool"])
-            assert list(merged.propose(decision)) == list(three.propose(decision)), (step, decision)
-    for decision in ("gpu", "host", "disk", "pool"):
-        assert list(merged.propose(decision)) == list(three.propose(decision))
-    assert {k: list(q) for k, q in merged.order.items()} == {k: list(q) for k, q in three.order.items()}
+            same_proposals(merged, three, rng.choice(DECISIONS), step)
+    same_order(merged, three)
     assert merged.placed == three.placed and merged.pooled == three.pooled
 
 
@@ -353,11 +362,8 @@ def test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed: in
             pid = rng.choice(sorted(metas))
             removed(metas.pop(pid), (bulk, single))
         else:
-            decision = rng.choice(["gpu", "host", "disk", "pool"])
-            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
-    for decision in ("gpu", "host", "disk", "pool"):
-        assert list(bulk.propose(decision)) == list(single.propose(decision))
-    assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}
+            same_proposals(bulk, single, rng.choice(DECISIONS), step)
+    same_order(bulk, single)
     assert bulk.clock == single.clock  # a touch each, told either way
 
 
@@ -390,8 +396,7 @@ def test_lru_seals_leave_the_order_an_update_would() -> None:
             sealed.on_sealed_many([metas[p][0] for p in pids])
             told.on_update_many([metas[p][1] for p in pids])
         else:
-            decision = rng.choice(["gpu", "host", "disk", "pool"])
-            assert list(sealed.propose(decision)) == list(told.propose(decision)), (step, decision)
+            same_proposals(sealed, told, rng.choice(DECISIONS), step)
 
     class Counting(LRUPolicy):
         def __init__(self) -> None:
@@ -454,11 +459,8 @@ def test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(see
             pid = rng.choice(sorted(metas))
             removed(metas.pop(pid), (bulk, single))
         else:
-            decision = rng.choice(["gpu", "host", "disk", "pool"])
-            assert list(bulk.propose(decision)) == list(single.propose(decision)), (step, decision)
+            same_proposals(bulk, single, rng.choice(DECISIONS), step)
         assert bulk.clock == single.clock and bulk.held == single.held, step
-    for decision in ("gpu", "host", "disk", "pool"):
-        assert list(bulk.propose(decision)) == list(single.propose(decision))
-    assert {k: list(q) for k, q in bulk.order.items()} == {k: list(q) for k, q in single.order.items()}
+    same_order(bulk, single)
     assert bulk.stamp.tobytes() == single.stamp.tobytes()
     assert bulk.pool_stamp.tobytes() == single.pool_stamp.tobytes()
