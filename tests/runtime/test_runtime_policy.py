@@ -142,6 +142,20 @@ def removed(pair: tuple[PageMeta, PageMeta], pols: tuple[EvictionPolicy, Evictio
         pol.on_remove(meta)
 
 
+def moved_many(moves: list[tuple[tuple[PageMeta, PageMeta], str]], bulk: EvictionPolicy,
+               single: EvictionPolicy) -> None:
+    """Pages moved to new tiers: ``bulk`` told in one ``on_move_many``, ``single`` page by page."""
+    group, olds = [], []
+    for (a, b), tier in moves:
+        olds.append(a.tier)
+        a.tier = tier
+        group.append(a)
+        old, b.tier = b.tier, tier
+        single.on_move(b, old)
+    if group:
+        bulk.on_move_many(group, olds)
+
+
 DECISIONS = ("gpu", "host", "disk", "pool")
 
 
@@ -338,17 +352,8 @@ def test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed: in
         elif op < 0.5:
             pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 3, 9, 70, 150])))
             tiers = [rng.choice(["gpu", "host", "disk", "dropped", "offloading"]) for _ in pids]
-            group, olds = [], []
-            for pid, tier in zip(pids, tiers, strict=True):
-                a, b = metas[pid]
-                if a.tier != tier:
-                    olds.append(a.tier)
-                    a.tier = tier
-                    group.append(a)
-                    old, b.tier = b.tier, tier
-                    single.on_move(b, old)
-            if group:
-                bulk.on_move_many(group, olds)
+            changed = [(pid, tier) for pid, tier in zip(pids, tiers, strict=True) if metas[pid][0].tier != tier]
+            moved_many([(metas[pid], tier) for pid, tier in changed], bulk, single)
         elif op < 0.6:
             pid = rng.choice(sorted(metas))
             pooled, holders = rng.random() < 0.5, rng.randrange(2)
@@ -439,18 +444,14 @@ def test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(see
                 single.on_update(metas[p][1])
         elif op < 0.6:
             pids = rng.sample(sorted(metas), min(len(metas), rng.choice([1, 3, 8, 40])))
-            group, olds = [], []
+            moves = []
             for pid in pids:
                 a, b = metas[pid]
                 tier = rng.choice([t for t in ("gpu", "host", "disk", "dropped", "offloading") if t != a.tier])
                 if rng.random() < 0.3:  # its pool membership changed, not yet told
                     a.pooled = b.pooled = not a.pooled
-                olds.append(a.tier)
-                a.tier = tier
-                group.append(a)
-                old, b.tier = b.tier, tier
-                single.on_move(b, old)
-            bulk.on_move_many(group, olds)
+                moves.append((metas[pid], tier))
+            moved_many(moves, bulk, single)
         elif op < 0.8:
             pids = rng.sample(sorted(metas), min(len(metas), rng.choice([2, 12, 100])))
             for k, pol in enumerate((bulk, single)):  # a long one buffers the touches after it, in both
