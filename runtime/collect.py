@@ -28,6 +28,7 @@ from .pipeline import Pipeline
 from .seam import PolicySeam
 from .tiers import Storage
 
+SHORT = 64  # up to this many pages, ``collect_many`` reads their pins and pool membership page by page
 FIRE_FROM = 40  # fewer planned forgets: fired one at a time (a batch costs ~90-120 us up to 64 pages, one ~3 us)
 
 
@@ -48,8 +49,7 @@ class Busy:
 
     def hold(self, pids: Iterable[int]) -> None:
         """Keep ``pids`` from being forgotten until ``unhold``."""
-        held = self.held
-        get = held.get
+        held, get = self.held, self.held.get
         for pid in pids:
             held[pid] = get(pid, 0) + 1
 
@@ -75,14 +75,10 @@ class Collector:
 
     def __init__(self, pipe: Pipeline, pages: PageDirectory, index: PrefixIndex, busy: Busy, storage: Storage,
                  seam: PolicySeam) -> None:
-        self.pipe = pipe
-        self.store = pipe.store
-        self.pages = pages
-        self.index = index
-        self.busy = busy
-        self.storage = storage
-        self.seam = seam
+        self.pipe, self.store, self.pages, self.index = pipe, pipe.store, pages, index
+        self.busy, self.storage, self.seam = busy, storage, seam
         self._pooled = pipe.cspec.codes[POOL]["pooled"]
+        self.short = SHORT  # (0: ``collect_many`` gathers with numpy, whatever the length)
         self._holders = self.store.rev.get(BLOCK)  # who holds each page in a block table (None: not kept)
         self.batched = True  # clean up after a batch of forgotten pages together (``collect_in_turn``)
 
@@ -230,10 +226,15 @@ class Collector:
         return True
 
     def collect_many(self, pids: np.ndarray) -> None:
-        """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds."""
-        store = self.store
-        free = (store.vecs[PIN][pids] == 0) & (store.vecs[POOL][pids] != self._pooled)
-        for pid in pids[free].tolist():
+        """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds (read
+        page by page up to ``short`` pages, numpy's fixed cost being more; 0: always gathered)."""
+        store, pooled = self.store, self._pooled
+        if len(pids) <= self.short:
+            pin, pool = store.cols[PIN], store.cols[POOL]
+            free = [pid for pid in pids.tolist() if not pin[pid] and pool[pid] != pooled]
+        else:
+            free = pids[(store.vecs[PIN][pids] == 0) & (store.vecs[POOL][pids] != pooled)].tolist()
+        for pid in free:
             self.collect(pid)
 
     def forgotten(self, pid: int) -> int:

@@ -18,7 +18,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from .binding import GEN, LPIN, PIN, POOL
+from .binding import GEN, LPIN
 from .collect import Collector
 from .errors import BadInputError, ForeignLeaseError, GuardRefused, LeaseReleasedError, StaleLeaseError
 from .lease import Lease, PartialSnapshot, ReadView
@@ -41,8 +41,6 @@ class LeaseBook:
         self.collector, self.seam, self.ident = collector, seam, ident
         self.store = pipe.store
         self.leases: dict[int, Lease] = {}
-        self._pooled = pipe.cspec.codes[POOL]["pooled"]
-        self.scalar = True  # a one-page lease's release read with scalars (False: with arrays, as a longer one)
 
     def __len__(self) -> int:
         return len(self.leases)
@@ -122,11 +120,7 @@ class LeaseBook:
         reader = self.readers.by_rid.get(lease.reader)
         if reader is not None:
             reader.leases.discard(lease.lease_id)
-        if pid >= 0 and self.scalar:  # ``collect_many`` of one page: its skip read as two scalars
-            if not self.store.page(PIN, pid) and self.store.page(POOL, pid) != self._pooled:
-                self.collector.collect(pid)
-        else:
-            self.collector.collect_many(pinned[::-1])
+        self.collector.collect_many(pinned[::-1])
         if reader is not None:
             self.readers.retire_if_idle(reader)
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .binding import BLOCK, LPIN, PIN, POOL, TAIL
+from .binding import BLOCK, LPIN, POOL, TAIL
 from .collect import Collector
 from .config import RuntimeConfig
 from .decode import DecodeStep
@@ -109,13 +109,7 @@ class Sequences:
             for pid in self._sealed_private(block, pids):
                 if pid in records:
                     admit(pid)
-        if len(block) <= self.short_table:  # ``collect_many`` of the table backwards, its skip read page by page
-            store, pooled, collect = self.store, self._pooled, self.collector.collect
-            pin, pool = store.cols[PIN], store.cols[POOL]
-            for pid in [pid for pid in reversed(block) if not pin[pid] and pool[pid] != pooled]:
-                collect(pid)
-        else:
-            self.collector.collect_many(pids[::-1])
+        self.collector.collect_many(pids[::-1])
         self.readers.retire_if_idle(reader)
 
     def _sealed_private(self, block: list[int], pids: np.ndarray) -> list[int]:

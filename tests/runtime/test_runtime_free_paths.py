@@ -20,7 +20,7 @@ def _twin() -> tuple[CacheManager, CacheManager]:
     scalar = CacheManager(config=small_config(gpu_pages=24, pool_capacity=10))
     arrays = CacheManager(config=small_config(gpu_pages=24, pool_capacity=10))
     arrays.parts.sequences.short_table = 0
-    arrays.parts.leases.scalar = False
+    arrays.parts.collector.short = 0
     return scalar, arrays
 
 
