@@ -20,7 +20,7 @@ run in read best in one place.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -143,6 +143,24 @@ class Pipeline:
             self.rollback(savepoint)
             raise
         self.commit()
+
+    @contextmanager
+    def tentative(self, names: Sequence[str]) -> Iterator[None]:
+        """``atomic`` for a batch the caller takes back to one firing at a time when a guard refuses it:
+        on a GuardRefused (raised on) the refusals the block counted for ``names`` are taken back too
+        (one at a time meets the refusal and counts it there)."""
+        refused = self.refused
+        before = [refused.get(name) for name in names]
+        try:
+            with self.atomic():
+                yield
+        except GuardRefused:
+            for name, count in zip(names, before, strict=True):
+                if count is None:
+                    refused.pop(name, None)
+                else:
+                    refused[name] = count
+            raise
 
     def rollback(self, savepoint: int) -> None:
         """Undo what the innermost transaction wrote (its recorded steps are dropped too)."""

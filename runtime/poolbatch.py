@@ -139,32 +139,20 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     victims = seam.choose_many("pool", ("evict",), protect, k, guarded=False)  # the batch's guard decides
     if victims is None:
         return 0
-    refused = pipe.refused
-    before = refused.get("evict"), refused.get("admit")
     morph.quiet = True
-    sp = pipe.begin()
     try:
-        if k < pipeline.VECTOR_FROM:  # what ``fire_batch`` does for so few (one firing at a time), in this transaction
-            evict, admit = pipe.firer("evict"), pipe.firer("admit")
-            for pid in victims:
-                evict(None, pid, None, None)
-            for pid in pids:
-                admit(None, pid, None, None)
-        else:
-            pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
-            pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)
-        pipe.commit()
-    except GuardRefused:
-        pipe.rollback(sp)
-        for name, count in zip(("evict", "admit"), before, strict=True):  # one at a time meets the refusal
-            if count is None:                                              # and counts it there
-                refused.pop(name, None)
+        with pipe.tentative(("evict", "admit")):
+            if k < pipeline.VECTOR_FROM:  # as ``fire_batch`` does for so few, in this transaction
+                evict, admit = pipe.firer("evict"), pipe.firer("admit")
+                for pid in victims:
+                    evict(None, pid, None, None)
+                for pid in pids:
+                    admit(None, pid, None, None)
             else:
-                refused[name] = count
+                pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
+                pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)
+    except GuardRefused:  # one at a time meets the refusal and counts it there
         return 0
-    except BaseException:
-        pipe.rollback(sp)
-        raise
     finally:
         morph.quiet = False
     morph.note_moved(victims, pids)  # each victim was pooled and each page not (checked above)

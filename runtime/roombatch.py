@@ -146,36 +146,27 @@ def _fire(pipe: Pipeline, k: int, victims: list[int], spills: list[int], disk: D
     """The room's events in one transaction: the spills, then each victim's offload and offload_done
     (vector batches from ``SINGLE_BELOW`` victims).  False when a guard refuses one of them: nothing
     fired, no refusal counted; then and when it fails, the spills' disk records deleted."""
-    refused = pipe.refused
-    before = [refused.get(name) for name in MOVES]
-    sp = pipe.begin()
     try:
-        if k < SINGLE_BELOW:
-            if spills:
-                spill = pipe.firer("spill")
-                for pid in spills:
-                    spill(None, pid, None, None)
-            offload, done = pipe.firer("offload"), pipe.firer("offload_done")
-            for pid in victims:
-                offload(None, pid, None, None)
-                done(None, pid, None, None)
-        else:
-            if spills:
-                pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
-            ids = np.asarray(victims, dtype=np.int64)
-            pipe.fire_batch("offload", None, ids, distinct=True)
-            pipe.fire_batch("offload_done", None, ids, distinct=True)
+        with pipe.tentative(MOVES):
+            if k < SINGLE_BELOW:
+                if spills:
+                    spill = pipe.firer("spill")
+                    for pid in spills:
+                        spill(None, pid, None, None)
+                offload, done = pipe.firer("offload"), pipe.firer("offload_done")
+                for pid in victims:
+                    offload(None, pid, None, None)
+                    done(None, pid, None, None)
+            else:
+                if spills:
+                    pipe.fire_batch("spill", None, np.asarray(spills, dtype=np.int64), distinct=True)
+                ids = np.asarray(victims, dtype=np.int64)
+                pipe.fire_batch("offload", None, ids, distinct=True)
+                pipe.fire_batch("offload_done", None, ids, distinct=True)
     except BaseException as exc:
-        pipe.rollback(sp)
         for pid in spills:
             disk.remove(pid)
         if not isinstance(exc, GuardRefused):
             raise
-        for name, count in zip(MOVES, before, strict=True):  # one at a time meets the refusal and counts it
-            if count is None:
-                refused.pop(name, None)
-            else:
-                refused[name] = count
         return False
-    pipe.commit()
     return True
