@@ -34,6 +34,10 @@ class RuntimeConfig:
     path is an error, not a disabled tier).
     ``page_bytes`` 0 means "ask the page store".
     ``max_sequence_tokens`` bounds one sequence's length (longer appends are refused as bad input).
+    ``room_ahead``: GPU pages made free beyond a write's need whenever room has to be made (a low
+    watermark: fewer, larger rounds of offloading, each move still its own spec events); None means
+    ``gpu_pages // 256`` (none for pools under 256 pages).  Only room made in one go goes ahead; room
+    made one victim at a time stops at the need.
     ``backend`` "table" (fast, the default) or "machine" (every trigger goes through the
     ``transitions`` machines; slower, same decisions).  ``fast`` False evaluates every firing alone
     with the closure backend (the general path; batches fire one by one).  ``record`` keeps every
@@ -56,6 +60,7 @@ class RuntimeConfig:
     prefetch_workers: int = 2
     page_bytes: int = 0
     max_sequence_tokens: int = 1 << 24
+    room_ahead: int | None = None
     auto_compress: bool = True
     auto_admit: bool = True
     auto_slide: bool = True
@@ -76,9 +81,10 @@ class RuntimeConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"RuntimeConfig.{name} must be an int >= 0, got {value!r}")
-        cap = self.pool_capacity
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
-            raise ConfigError(f"RuntimeConfig.pool_capacity must be an int >= 0 or None, got {cap!r}")
+        for name in ("pool_capacity", "room_ahead"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ConfigError(f"RuntimeConfig.{name} must be an int >= 0 or None, got {value!r}")
         block = self.block
         if isinstance(block, bool) or not isinstance(block, int) or block < 1 or self.page_size % block:
             raise ConfigError(
@@ -112,6 +118,11 @@ class RuntimeConfig:
     def capacity(self) -> int:
         """Reuse-pool capacity in pages (default: the GPU pool size)."""
         return self.gpu_pages if self.pool_capacity is None else self.pool_capacity
+
+    @property
+    def ahead(self) -> int:
+        """GPU pages room making frees beyond the need (``room_ahead``, default ``gpu_pages // 256``)."""
+        return self.gpu_pages // 256 if self.room_ahead is None else self.room_ahead
 
     def spec_constants(self, spec_constants: Mapping[str, int]) -> dict[str, int]:
         """The spec's constants with the runtime's values substituted (see the module table)."""

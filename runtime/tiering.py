@@ -56,10 +56,18 @@ class TierMover:
     def make_room(self, need: int, protect: set[int] | frozenset[int], *, held: bool = False) -> None:
         """Free GPU slots until ``need`` are free: the policy's victims, each offloaded (or else dropped)
         in its own complete move, never a page of ``protect``; CapacityError when no victim is left.
+        Room made in one go frees ``config.ahead`` pages more when it can (the same batch, so a refusal
+        leaves nothing changed and the room is made without them).
         ``protect`` is held for the whole of it (``held``: the caller holds it already), each victim
         for its own move; room made in one go needs no hold (nothing is dropped or forgotten)."""
         slots = self.storage.slots
-        if len(slots.free_slots) >= need or make_room_batch(self, need - len(slots.free_slots), protect):
+        short = need - len(slots.free_slots)
+        if short <= 0:
+            return
+        ahead = min(self.config.ahead, slots.used - short)
+        if ahead > 0 and make_room_batch(self, short + ahead, protect):
+            return  # (a low watermark: the next writes find their room made)
+        if make_room_batch(self, short, protect):
             return  # (all the victims in one go when nothing tells it from one at a time)
         if not held:
             self.busy.hold(protect)
