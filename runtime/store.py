@@ -98,9 +98,12 @@ class MemoryPageStore:
         self.buf = np.zeros((slots, self.page_bytes), dtype=np.uint8)
         self.words = self.buf.view(np.uint32).reshape(slots, page_size, 2)
         self.entries = self.buf.view("<u8").reshape(slots, page_size)  # one token entry a word
-        # the same bytes as one flat memoryview: a whole slot read, written or cleared by a slice
-        # (a fraction of a numpy row's indexing, for the moves that copy one page at a time)
+        # the same bytes as one flat memoryview, and each slot's row as a memoryview of its own: a whole
+        # slot read, written or cleared by one slice (a fraction of a numpy row's indexing, for the moves
+        # that copy one page at a time)
         self._flat = memoryview(self.buf.reshape(-1))  # type: ignore[arg-type]
+        size = self.page_bytes
+        self._rows = [self._flat[at:at + size] for at in range(0, slots * size, size)]
         self._zero = bytes(self.page_bytes)
         self._flags = bytearray(slots)  # ``used`` as bytes: one slot's flag read or set without numpy
         self.used = np.frombuffer(self._flags, dtype=bool)  # (the same memory: the batch writes index it)
@@ -189,14 +192,12 @@ class MemoryPageStore:
         """A copy of the slot's payload; KeyError if the slot holds nothing."""
         if not self._flags[slot]:
             raise KeyError(f"GPU slot {slot} holds no page")
-        size = self.page_bytes
-        return self._flat[slot * size:(slot + 1) * size].tobytes()
+        return self._rows[slot].tobytes()
 
     def write(self, slot: int, data: bytes) -> None:
         """Overwrite the slot with ``data`` (truncated or zero-padded to the page size)."""
-        size = self.page_bytes
-        if len(data) == size and data.__class__ is bytes:  # a whole page (a landing's copy): one slice write
-            self._flat[slot * size:(slot + 1) * size] = data
+        if len(data) == self.page_bytes and data.__class__ is bytes:  # a whole page (a landing's copy)
+            self._rows[slot][:] = data
         else:
             chunk = np.frombuffer(data[: self.page_bytes], dtype=np.uint8)
             self.buf[slot] = 0
@@ -231,8 +232,7 @@ class MemoryPageStore:
 
     def free(self, slot: int) -> None:
         """Drop the slot's payload."""
-        size = self.page_bytes
-        self._flat[slot * size:(slot + 1) * size] = self._zero
+        self._rows[slot][:] = self._zero
         self._flags[slot] = 0
         self.compressed[slot] = False
 
