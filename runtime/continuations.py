@@ -66,29 +66,26 @@ class Continuations:
 
     def add_run(self, parent_hashes: list[int], pids: list[int], tokens: list[Sequence[int]], parent: int) -> None:
         """``add`` for a run of pages a write opens, each the parent of the next (``parent`` the first
-        one's), in order; a page opened afresh with no token yet (every page of a run) filed in line."""
+        one's), in order; a page opened afresh with no token yet (every page of a run) filed in line.
+        (One pass of plain dict writes: measured faster, at every run length a write has, than testing
+        the run for a fresh one first and filing it by three ``dict.update``s.)"""
         info, held, unfiled = self.info, self.tokens, self._unfiled
-        order, count = self._added, len(pids)
-        if (not any(tokens) and info.keys().isdisjoint(pids) and unfiled.keys().isdisjoint(parent_hashes)
-                and len(set(parent_hashes)) == count):  # fresh pages under hashes of their own (most runs): in C
-            parents = [parent, *pids[:-1]] if count else []
-            info.update(zip(pids, zip(parent_hashes, parents, range(order, order + count), strict=True), strict=True))
-            held.update(zip(pids, tokens, strict=True))
-            unfiled.update(zip(parent_hashes, pids, strict=True))
-            self._added = order + count
-            return
+        order = self._added
         for parent_hash, pid, toks in zip(parent_hashes, pids, tokens, strict=True):
             if toks or pid in info:
+                self._added = order
                 self.add(parent_hash, pid, toks, parent)
+                order = self._added
             else:
-                info[pid] = (parent_hash, parent, self._added)
-                self._added += 1
+                info[pid] = (parent_hash, parent, order)
+                order += 1
                 held[pid] = toks
                 if unfiled.get(parent_hash) is None:
                     unfiled[parent_hash] = pid
                 else:
                     _put(unfiled, parent_hash, pid)
             parent = pid
+        self._added = order
 
     def sealed_tokens(self, pid: int, tokens: Sequence[int]) -> tuple[int, ...]:
         """Page ``pid`` holds ``tokens`` for good (sealed): kept from now on as a tuple, returned."""

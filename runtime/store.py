@@ -98,7 +98,15 @@ class MemoryPageStore:
         self.buf = np.zeros((slots, self.page_bytes), dtype=np.uint8)
         self.words = self.buf.view(np.uint32).reshape(slots, page_size, 2)
         self.entries = self.buf.view("<u8").reshape(slots, page_size)  # one token entry a word
-        self.used = np.zeros(slots, dtype=bool)
+        # the same bytes as one flat memoryview, and each slot's row as a memoryview of its own: a whole
+        # slot read, written or cleared by one slice (a fraction of a numpy row's indexing, for the moves
+        # that copy one page at a time)
+        self._flat = memoryview(self.buf.reshape(-1))  # type: ignore[arg-type]
+        size = self.page_bytes
+        self._rows = [self._flat[at:at + size] for at in range(0, slots * size, size)]
+        self._zero = bytes(self.page_bytes)
+        self._flags = bytearray(slots)  # ``used`` as bytes: one slot's flag read or set without numpy
+        self.used = np.frombuffer(self._flags, dtype=bool)  # (the same memory: the batch writes index it)
         self.generations = [0] * slots
         # ``set_generation(slot, gen)``: the list's own item write (a generation published on every
         # open, move and landing: no Python frame a call)
@@ -109,7 +117,7 @@ class MemoryPageStore:
 
     def write_tokens(self, slot: int, depth: int, offset: int, tokens: Sequence[int]) -> None:
         """Store the payload of ``tokens`` at offsets ``offset..``."""
-        self.used[slot] = True
+        self._flags[slot] = 1
         base = depth * self.page_size + offset
         n = len(tokens)
         if n >= 8:  # column-wise, as ``write_tokens_many`` (numpy's fixed cost pays off from a few tokens)
@@ -127,8 +135,10 @@ class MemoryPageStore:
             chunk = token_payload(tokens[0], base)
         else:
             chunk = b"".join([token_payload(t, base + i) for i, t in enumerate(tokens)])
-        start = offset * TOKEN_BYTES
-        self.buf[slot, start: start + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+        if offset + n > self.page_size:
+            raise ValueError(f"{n} tokens from offset {offset} overrun a page of {self.page_size}")
+        start = slot * self.page_bytes + offset * TOKEN_BYTES
+        self._flat[start: start + len(chunk)] = chunk  # (a slice of the flat bytes: no numpy row a call)
 
     def write_tokens_many(self, slots: np.ndarray, depths: np.ndarray, offsets: np.ndarray,
                           tokens: np.ndarray) -> None:
@@ -180,19 +190,19 @@ class MemoryPageStore:
 
     def read(self, slot: int) -> bytes:
         """A copy of the slot's payload; KeyError if the slot holds nothing."""
-        if not self.used[slot]:
+        if not self._flags[slot]:
             raise KeyError(f"GPU slot {slot} holds no page")
-        return self.buf[slot].tobytes()
+        return self._rows[slot].tobytes()
 
     def write(self, slot: int, data: bytes) -> None:
         """Overwrite the slot with ``data`` (truncated or zero-padded to the page size)."""
-        if len(data) == self.page_bytes:  # a whole page (a landing's copy): the row written at once
-            self.buf[slot] = np.frombuffer(data, dtype=np.uint8)
+        if len(data) == self.page_bytes and data.__class__ is bytes:  # a whole page (a landing's copy)
+            self._rows[slot][:] = data
         else:
             chunk = np.frombuffer(data[: self.page_bytes], dtype=np.uint8)
             self.buf[slot] = 0
             self.buf[slot, : len(chunk)] = chunk
-        self.used[slot] = True
+        self._flags[slot] = 1
 
     def recompute(self, slot: int, depth: int, tokens: Sequence[int]) -> None:
         """Rebuild the payload from the tokens: the slot's row of 64-bit entries written at once, each
@@ -207,7 +217,7 @@ class MemoryPageStore:
             if n < c:
                 row += [0] * (c - n)
             self.entries[slot] = row
-            self.used[slot] = True
+            self._flags[slot] = 1
         self.compressed[slot] = False
 
     def read_prefix(self, slot: int, count: int) -> bytes:
@@ -218,12 +228,12 @@ class MemoryPageStore:
         """Write ``count`` token entries at the start of the slot."""
         chunk = np.frombuffer(data[: count * TOKEN_BYTES], dtype=np.uint8)
         self.buf[slot, : len(chunk)] = chunk
-        self.used[slot] = True
+        self._flags[slot] = 1
 
     def free(self, slot: int) -> None:
         """Drop the slot's payload."""
-        self.buf[slot] = 0
-        self.used[slot] = False
+        self._rows[slot][:] = self._zero
+        self._flags[slot] = 0
         self.compressed[slot] = False
 
     def free_many(self, slots: list[int]) -> None:
