@@ -88,6 +88,28 @@ def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ..
     name = "+".join(ev.name for ev in events)
     found = compile_plan("_proposals", "r, p", [*body, "return got"], scope, name)
     # ``found.each(r, pages)``: the same for each of ``pages`` in turn, in one call
-    each = compile_plan("_each", "r, ps", ["for p in ps:", *(f"    {line}" for line in body)], scope, name)
+    each = compile_plan("_each", "r, ps", _hoisted(body, when), scope, name)
     found.each = each  # type: ignore[attr-defined]
     return found  # type: ignore[no-any-return]
+
+
+_TRANSACTION = ("j = store.journal", "log = pipe.fired_log")  # what a firing's lines read of the transaction
+
+
+def _hoisted(body: list[str], when: dict[int, Hook]) -> list[str]:
+    """The loop of ``each`` over ``body`` (one page's proposals), the transaction's journal and firing
+    log read once before it and again after each ``then`` hook instead of before each write: only a
+    ``begin``, ``commit`` or ``rollback`` changes them, which neither the generated lines nor their
+    watchers make (a hook is any code: one called as a ``when`` keeps the reads where they are)."""
+    if any(not isinstance(hook, Inline) for hook in when.values()):
+        return ["for p in ps:", *(f"    {line}" for line in body)]
+    lines = [*_TRANSACTION, "for p in ps:"]
+    for line in body:
+        text = line.strip()
+        if text in _TRANSACTION or text == "got = 0" or text.startswith("got |= "):  # (``each`` returns nothing)
+            continue
+        lines.append(f"    {line}")
+        if text.startswith("then_") and text.endswith("(p)"):
+            indent = line[:len(line) - len(line.lstrip())]
+            lines += [f"    {indent}{read}" for read in _TRANSACTION]
+    return lines
