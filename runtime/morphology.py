@@ -25,7 +25,7 @@ from .errors import GuardRefused
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
 from .poolbatch import admit_batch, count_checks, count_refuses, exact_in_one_go
-from .proposeplan import Hook, Inline
+from .proposeplan import DataWork, Hook, Inline
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
@@ -33,9 +33,9 @@ from .tiers import Storage
 SLIDE_BATCH_FROM = 256  # live windows behind from which ``auto_slide`` tries a batch first (its guard's
 # reduction over readers costs a batch about 1 ms at 100 pages, twice what proposing each page costs)
 MAINTAIN = ("begin_compress", "finish_compress", "build_index")  # a sealed page's first proposals, in turn
-PROPOSE_BATCHES = 4  # proposals of fewer pages than this many times the pipeline's ``VECTOR_FROM`` (64): each
-# alone (~1-3 us a page; a batch decided firing by firing by the vector backend, the pool's count stepped by
-# the outcomes, costs ~50-100 us up to 64 pages)
+PROPOSE_BATCHES = 16  # proposals of fewer pages than this many times the pipeline's ``VECTOR_FROM`` (256):
+# each alone (~1 us a page; a batch decided firing by firing by the vector backend, the pool's count stepped
+# by the outcomes, costs ~2.0 us a page at 64-127 pages and ~1.2 at 128-255 on the Mooncake replay)
 
 
 class Morphology:
@@ -59,7 +59,7 @@ class Morphology:
         # ``maintain_many``'s proposals: build_index only where the keys are stale, the data plane after begin
         stale = f"cols['indexer'][p] != {self._built} or cols['igen'][p] != cols['cgen'][p]"  # ``_stale_index``
         self._maintain_hooks: tuple[dict[int, Hook], dict[int, Hook]] = ({2: Inline(self._stale_index, stale)},
-                                                                         {0: self._compress_data_hook()})
+                                                                         {0: DataWork(self._compress_data_hook())})
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:

@@ -53,6 +53,7 @@ from . import pipeline
 from .binding import BLOCK, POOL
 from .compiler import CompiledEvent, CompiledSpec, Conjunct
 from .errors import GuardRefused
+from .holders import NOBODY
 
 if TYPE_CHECKING:
     from .morphology import Morphology
@@ -144,7 +145,7 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     holders = morph.block_holders
     protect = set(pids)
     if len(protect) != k or not pooled.keys().isdisjoint(protect) or \
-            (None in map(holders.get, pids) if holders is not None
+            (NOBODY in map(holders.slots.__getitem__, pids) if holders is not None  # (``holders.get`` None)
              else not all(store.readers_at((BLOCK,), pid) for pid in pids)):
         return 0
     if not full and pipe.propose("admit", None, pids[0]):
