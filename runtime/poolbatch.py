@@ -62,7 +62,7 @@ BATCH_FROM = 2  # fewer pages than this: one at a time (on the Mooncake replay o
 # one go ~72 us: the batch's checks and its collection's plan; two pages ~98 us alone, ~82 us in one go)
 FIRE_FROM = 64  # evictions and admissions of a batch this long or longer fire as two vector batches, shorter
 # ones each alone in the batch's transaction (on the Mooncake replay a vector ``evict`` or ``admit`` costs
-# ~45-105 us from 16 to 64 pages, a firing alone ~1.5 us: even at about 64 pages; ``fire_from``)
+# ~45-105 us from 16 to 63 pages, a firing alone ~1.5-2 us: about even at 64 pages; ``fire_from``)
 EVENTS = ("evict", "admit", "forget")
 _SHIPPED_VECTOR_FROM = pipeline.VECTOR_FROM
 
