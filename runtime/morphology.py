@@ -22,10 +22,10 @@ from .binding import BLOCK, COMPRESSED, DEPTH, FRONTIER, PIN, POOL, WINDOW
 from .collect import Collector
 from .config import RuntimeConfig
 from .errors import GuardRefused
-from .pages import PageDirectory
+from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
-from .poolbatch import BATCH_FROM, admit_batch, count_checks, count_refuses, exact_in_one_go
-from .proposeplan import Hook, Inline
+from .poolbatch import admit_batch, count_checks, count_refuses, exact_in_one_go
+from .proposeplan import DataWork, Hook, Inline
 from .readers import ReaderRecord
 from .seam import PolicySeam
 from .tiers import Storage
@@ -33,9 +33,9 @@ from .tiers import Storage
 SLIDE_BATCH_FROM = 256  # live windows behind from which ``auto_slide`` tries a batch first (its guard's
 # reduction over readers costs a batch about 1 ms at 100 pages, twice what proposing each page costs)
 MAINTAIN = ("begin_compress", "finish_compress", "build_index")  # a sealed page's first proposals, in turn
-PROPOSE_BATCHES = 4  # proposals of fewer pages than this many times the pipeline's ``VECTOR_FROM`` (64): each
-# alone (~1-3 us a page; a batch decided firing by firing by the vector backend, the pool's count stepped by
-# the outcomes, costs ~50-100 us up to 64 pages)
+PROPOSE_BATCHES = 16  # proposals of fewer pages than this many times the pipeline's ``VECTOR_FROM`` (256):
+# each alone (~1 us a page; a batch decided firing by firing by the vector backend, the pool's count stepped
+# by the outcomes, costs ~2.0 us a page at 64-127 pages and ~1.2 at 128-255 on the Mooncake replay)
 
 
 class Morphology:
@@ -59,7 +59,7 @@ class Morphology:
         # ``maintain_many``'s proposals: build_index only where the keys are stale, the data plane after begin
         stale = f"cols['indexer'][p] != {self._built} or cols['igen'][p] != cols['cgen'][p]"  # ``_stale_index``
         self._maintain_hooks: tuple[dict[int, Hook], dict[int, Hook]] = ({2: Inline(self._stale_index, stale)},
-                                                                         {0: self._compress_data})
+                                                                         {0: DataWork(self._compress_data_hook())})
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:
@@ -91,16 +91,19 @@ class Morphology:
         """``note_pool`` after the caller evicted each of ``out`` and admitted each of ``into`` (pooled
         pages and pages out of the pool, with records): the policy told of ``out[0], into[0], out[1],
         into[1] ...`` in that order."""
-        pooled, records, changed = self.pooled, self.pages.records, []
-        for gone, came in zip(out, into, strict=True):
+        pooled, records = self.pooled, self.pages.records
+        if len(out) != len(into):
+            raise ValueError("as many pages admitted as evicted")
+        for gone in out:  # (the pages admitted are new keys: the pool's order is the one at a time's)
             del pooled[gone]
-            pooled[came] = None
-            rec = records[gone]
+        pooled.update(dict.fromkeys(into))
+        changed: list[PageRecord] = [*map(records.__getitem__, out), *map(records.__getitem__, into)]
+        k = len(out)
+        for rec in changed[:k]:
             rec.pooled = False
-            changed.append(rec)
-            rec = records[came]
+        for rec in changed[k:]:
             rec.pooled = True
-            changed.append(rec)
+        changed[::2], changed[1::2] = changed[:k], changed[k:]  # told in the order out[0], into[0], out[1] ...
         self.seam.updated_many(changed)
 
     # -- explicit calls ---------------------------------------------------------------------------
@@ -153,7 +156,7 @@ class Morphology:
         if self.config.auto_admit:
             pool = self.store.cols[POOL]
             todo = [pid for pid in pids if pool[pid] != self._pooled]
-            if self.batchable and len(todo) >= BATCH_FROM and len(self.pooled) >= self.config.capacity \
+            if self.batchable and todo and len(self.pooled) >= self.config.capacity \
                     and not self.quiet and count_refuses(self, todo[0]):
                 self.admit_many(todo, full=True)  # the pool's count refuses every proposal
             else:
@@ -183,19 +186,26 @@ class Morphology:
         propose = pipe.proposer(event)
         return [pid for pid in pids if propose(None, pid) != missed]
 
-    def _compress_data(self, pid: int) -> None:
-        """The data plane compresses page ``pid`` (its ``begin_compress`` fired)."""
-        self.storage.data.compress(self.pages.records[pid].gpu_slot)
+    def _compress_data_hook(self) -> Hook:
+        """``compress_data(pid)``: the data plane compresses page ``pid`` (its ``begin_compress`` fired); the
+        data plane and the directory's records are the same objects for the manager's life."""
+        compress, records = self.storage.data.compress, self.pages.records
+
+        def compress_data(pid: int) -> None:
+            compress(records[pid].gpu_slot)
+        return compress_data
 
     def _stale_index(self, pid: int) -> bool:
         cols = self.store.cols
         return cols["indexer"][pid] != self._built or cols["igen"][pid] != cols["cgen"][pid]
 
-    def admit(self, pid: int) -> bool:
+    def admit(self, pid: int, refused: bool = False) -> bool:
         """Propose the page for the reuse pool; when the pool is full, evict the policy's victim and
-        admit in one transaction (the victim stays if admission is still refused).  True if admitted."""
+        admit in one transaction (the victim stays if admission is still refused).  True if admitted.
+        ``refused``: the caller knows the proposal is refused as the pool stands (``count_refuses``),
+        so it is not made (a refused proposal changes and counts nothing)."""
         pipe = self.pipe
-        if pipe.propose("admit", None, pid):
+        if not refused and pipe.propose("admit", None, pid):
             return True
         if len(self.pooled) < self.config.capacity or pid in self.pooled:
             return False
@@ -216,9 +226,10 @@ class Morphology:
     def admit_many(self, pids: list[int], full: bool = False) -> None:
         """``admit`` each of ``pids`` (sealed, distinct, refused as they stood: the pool may be full), in
         order: in one go where that is exactly the same (``poolbatch.admit_batch``; ``full``: the
-        pool's count refuses them all, ``count_refuses``)."""
+        pool's count refuses them all, ``count_refuses``: an admission one at a time keeps the count, so
+        it refuses each later proposal too, which is not made)."""
         for pid in pids[admit_batch(self, pids, full):]:
-            self.admit(pid)
+            self.admit(pid, full)
 
     def auto_slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for the reader's oldest live windows until the spec refuses one."""

@@ -53,12 +53,18 @@ from . import pipeline
 from .binding import BLOCK, POOL
 from .compiler import CompiledEvent, CompiledSpec, Conjunct
 from .errors import GuardRefused
+from .holders import NOBODY
 
 if TYPE_CHECKING:
     from .morphology import Morphology
 
-BATCH_FROM = 1  # fewer pages than this: one at a time (the batch's checks cost about one admission)
+BATCH_FROM = 2  # fewer pages than this: one at a time (on the Mooncake replay one page alone costs ~64 us, in
+# one go ~72 us: the batch's checks and its collection's plan; two pages ~98 us alone, ~82 us in one go)
+FIRE_FROM = 64  # evictions and admissions of a batch this long or longer fire as two vector batches, shorter
+# ones each alone in the batch's transaction (on the Mooncake replay a vector ``evict`` or ``admit`` costs
+# ~45-105 us from 16 to 63 pages, a firing alone ~1.5-2 us: about even at 64 pages; ``fire_from``)
 EVENTS = ("evict", "admit", "forget")
+_SHIPPED_VECTOR_FROM = pipeline.VECTOR_FROM
 
 
 def _local(expr: object) -> bool:
@@ -117,6 +123,14 @@ def count_refuses(morph: Morphology, pid: int) -> bool:
     return not all(conj.fn(n, arrays) for conj in morph.count_checks)
 
 
+def fire_from() -> int:
+    """The least batch that ``admit_batch`` fires as one vector batch of ``evict`` and one of ``admit``:
+    ``FIRE_FROM``, or a lowered ``pipeline.VECTOR_FROM`` (which sends every batch that long to the vector
+    backend)."""
+    least = pipeline.VECTOR_FROM
+    return least if least < _SHIPPED_VECTOR_FROM else FIRE_FROM
+
+
 def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     """Admit ``pids`` (sealed, distinct, not pooled; in this order) to the full pool in one go, each
     evicting the policy's victim; returns how many of the first pages were dealt with (all of them,
@@ -131,7 +145,7 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     holders = morph.block_holders
     protect = set(pids)
     if len(protect) != k or not pooled.keys().isdisjoint(protect) or \
-            (None in map(holders.get, pids) if holders is not None
+            (NOBODY in map(holders.slots.__getitem__, pids) if holders is not None  # (``holders.get`` None)
              else not all(store.readers_at((BLOCK,), pid) for pid in pids)):
         return 0
     if not full and pipe.propose("admit", None, pids[0]):
@@ -142,12 +156,11 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     morph.quiet = True
     try:
         with pipe.tentative(("evict", "admit")):
-            if k < pipeline.VECTOR_FROM:  # as ``fire_batch`` does for so few, in this transaction
-                evict, admit = pipe.firer("evict"), pipe.firer("admit")
-                for pid in victims:
-                    evict(None, pid, None, None)
-                for pid in pids:
-                    admit(None, pid, None, None)
+            if k < fire_from():  # each alone, in this transaction
+                for name, ids in (("evict", victims), ("admit", pids)):
+                    fire = pipe.firer(name)
+                    for pid in ids:
+                        fire(None, pid, None, None)
             else:
                 pipe.fire_batch("evict", None, np.asarray(victims, dtype=np.int64), distinct=True)
                 pipe.fire_batch("admit", None, np.asarray(pids, dtype=np.int64), distinct=True)

@@ -18,7 +18,10 @@ stages written as its own proposal plan's (fireplan.py), one after the other::
 
 A ``when`` hook that is an ``Inline`` is tested in line (its source), not called.  The function's
 ``each(r, pages)`` makes the same proposals for each of ``pages`` in turn (one call for a write's
-sealed pages).
+sealed pages); where every ``when`` is an ``Inline`` and every ``then`` a ``DataWork`` (the data plane's
+work), nothing its loop calls begins, commits or rolls back a transaction (the watchers neither), so it
+reads the journal and the firing log once and counts each event's firings at its end (in a ``finally``:
+the firings before a proposal that raises included), one entry an event in the firing log.
 
 Each event's guard is evaluated against the state the proposals before it left, exactly as when each
 is proposed alone (``Pipeline.propose``), in the same order.  Built only where each event has a
@@ -53,6 +56,19 @@ class Inline:
         return self.fn(p)
 
 
+class DataWork:
+    """A ``then`` hook that is the data plane's work: it fires nothing and begins, commits or rolls back
+    no transaction, so ``each`` reads the transaction once and counts its loop's firings at its end."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Hook) -> None:
+        self.fn = fn
+
+    def __call__(self, p: int) -> Any:
+        return self.fn(p)
+
+
 def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ...],
                     when: dict[int, Hook], then: dict[int, Hook]) -> ProposalsPlan | None:
     """The generated proposals of ``events`` in turn for ``r`` on ``p`` (see the module doc: event i
@@ -64,7 +80,12 @@ def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ..
            for ev in events):
         return None
     scope: dict[str, Any] = {"GuardRefused": GuardRefused}
-    body = ["got = 0"]
+    # ``each``: the journal and firing log read once and the firings counted after the loop, where every
+    # hook is an ``Inline`` or ``DataWork`` (nothing in the loop changes the transaction)
+    after = all(isinstance(hook, Inline) for hook in when.values()) and \
+        all(isinstance(hook, DataWork) for hook in then.values())
+    body, loop = ["got = 0"], []
+    counts: dict[str, str] = {}  # each event's firings in the loop: a local count
     for i, ev in enumerate(events):
         t = f"_{i}"
         scope.update(ctx.scope(ev, t))
@@ -73,21 +94,46 @@ def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ..
         at = next((k for k in range(len(lines) - 1) if lines[k:k + 2] == checks), None)
         if at is None or any("return" in line for line in lines[:at] + lines[at + 2:]):
             return None  # not the shape this module rewrites
-        block = [*lines[:at], f"if {owner_read(ev)} in SOURCES{t} and ({guard_source(ev)}):",
-                 *(f"    {line}" for line in lines[at + 2:]), f"    got |= {1 << i}"]
+        test = f"if {owner_read(ev)} in SOURCES{t} and ({guard_source(ev)}):"
+        fired = lines[at + 2:]
         if i in then:
             scope[f"then{t}"] = then[i]
-            block.append(f"    then{t}(p)")
-        block = ["try:", *(f"    {line}" for line in block), "except GuardRefused:", "    pass"]
-        if i in when:
-            hook = when[i]
-            test = hook.source if isinstance(hook, Inline) else f"when{t}(p)"
-            scope[f"when{t}"] = hook
-            block = [f"if {test}:", *(f"    {line}" for line in block)]
-        body += block
+        body += _proposal(i, [*lines[:at], test, *(f"    {line}" for line in fired), f"    got |= {1 << i}",
+                              *([f"    then{t}(p)"] if i in then else [])], when, scope)
+        if after:
+            count = counts.setdefault(ev.name, f"k{t}")
+            fired = [f"{count} += 1" if line == f"fired[{ev.name!r}] += 1" else line for line in fired
+                     if line.strip() not in _TRANSACTION and line != f"if log is not None: log.append({ev.name!r})"]
+            loop += _proposal(i, [*lines[:at], test, *(f"    {line}" for line in fired),
+                                  *([f"    then{t}(p)"] if i in then else [])], when, scope)
     name = "+".join(ev.name for ev in events)
     found = compile_plan("_proposals", "r, p", [*body, "return got"], scope, name)
     # ``found.each(r, pages)``: the same for each of ``pages`` in turn, in one call
-    each = compile_plan("_each", "r, ps", ["for p in ps:", *(f"    {line}" for line in body)], scope, name)
+    if not after:
+        each = compile_plan("_each", "r, ps", ["for p in ps:", *(f"    {line}" for line in body)], scope, name)
+    else:  # the counts added also when a proposal raises (for the firings before it)
+        ends = [line for ev_name, count in counts.items() for line in (
+            f"if {count}:", f"    fired[{ev_name!r}] += {count}",
+            f"    if log is not None: log.append(({ev_name!r}, {count}))")]
+        each = compile_plan("_each", "r, ps", [
+            *_TRANSACTION, *(f"{count} = 0" for count in counts.values()),
+            "try:", "    for p in ps:", *(f"        {line}" for line in loop), "finally:",
+            *(f"    {line}" for line in ends)], scope, name)
     found.each = each  # type: ignore[attr-defined]
     return found  # type: ignore[no-any-return]
+
+
+_TRANSACTION = ("j = store.journal", "log = pipe.fired_log")  # what a firing's lines read of the transaction
+
+
+def _proposal(i: int, block: list[str], when: dict[int, Hook], scope: dict[str, Any]) -> list[str]:
+    """Event ``i``'s proposal lines ``block`` in its ``try`` (an effect out of its bounds refused and
+    counted, the next event proposed), under its ``when`` test if it has one."""
+    t = f"_{i}"
+    block = ["try:", *(f"    {line}" for line in block), "except GuardRefused:", "    pass"]
+    if i in when:
+        hook = when[i]
+        scope[f"when{t}"] = hook
+        test = hook.source if isinstance(hook, Inline) else f"when{t}(p)"
+        block = [f"if {test}:", *(f"    {line}" for line in block)]
+    return block

@@ -14,7 +14,7 @@ from rt_helpers import small_config, spec_variant, toks
 from test_runtime_conformance import INSTANCE, check_all
 from test_runtime_roombatch import Twins, drive, long_writes
 
-from morphcache.runtime import CacheManager, Ready, RuntimeConfig
+from morphcache.runtime import CacheManager, Ready, RuntimeConfig, poolbatch
 from morphcache.runtime import morphology as morphology_module
 from morphcache.runtime.poolbatch import exact_in_one_go
 
@@ -79,15 +79,18 @@ def big_writes(twin: Twins, rng: random.Random, i: int, seqs: list[str]) -> None
     seqs.append(sid)
 
 
-@pytest.mark.parametrize("seed", [8, 9])
-def test_many_victims_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
-    """Writes of many pages against a full pool (the evictions one vector batch; victims whose
-    collection forgets their ancestors too) against one page at a time."""
+@pytest.mark.parametrize("seed,fire_from", [(8, 16), (9, 16), (8, poolbatch.FIRE_FROM)])
+def test_many_victims_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, fire_from: int) -> None:
+    """Writes of many pages against a full pool (the evictions one vector batch from ``fire_from`` pages,
+    each alone in the batch's transaction below; victims whose collection forgets their ancestors too)
+    against one page at a time."""
+    monkeypatch.setattr(poolbatch, "FIRE_FROM", fire_from)
     done = counting(monkeypatch)
     ms, twin = twins(tmp_path, gpu_pages=160, host_pages=32, pool_capacity=40)
     rng = random.Random(seed)
     drive(twin, rng, 24, policy_state, write=big_writes, share=1, keep=2)
-    assert max(done) >= 16, "no vector batch of evictions"
+    assert max(done) >= 16, "no batch of evictions of 16 pages"
+    assert poolbatch.fire_from() == fire_from
     for m in ms:
         m.check_integrity()
         m.close()
