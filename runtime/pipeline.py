@@ -144,23 +144,11 @@ class Pipeline:
             raise
         self.commit()
 
-    @contextmanager
-    def tentative(self, names: Sequence[str]) -> Iterator[None]:
+    def tentative(self, names: Sequence[str]) -> _Tentative:
         """``atomic`` for a batch the caller takes back to one firing at a time when a guard refuses it:
         on a GuardRefused (raised on) the refusals the block counted for ``names`` are taken back too
         (one at a time meets the refusal and counts it there)."""
-        refused = self.refused
-        before = [refused.get(name) for name in names]
-        try:
-            with self.atomic():
-                yield
-        except GuardRefused:
-            for name, count in zip(names, before, strict=True):
-                if count is None:
-                    refused.pop(name, None)
-                else:
-                    refused[name] = count
-            raise
+        return _Tentative(self, names)
 
     def rollback(self, savepoint: int) -> None:
         """Undo what the innermost transaction wrote (its recorded steps are dropped too)."""
@@ -575,3 +563,31 @@ def _index(index: str, r: int | None, p: int | None, star: int | None) -> Any:
 
 
 __all__ = ["OBS", "Pipeline"]
+
+
+class _Tentative:
+    """``Pipeline.tentative``'s context (a class: it runs once or twice per write)."""
+
+    __slots__ = ("pipe", "names", "before", "savepoint")
+
+    def __init__(self, pipe: Pipeline, names: Sequence[str]) -> None:
+        self.pipe, self.names = pipe, names
+        refused = pipe.refused
+        self.before = [refused.get(name) for name in names]
+
+    def __enter__(self) -> None:
+        self.savepoint = self.pipe.begin()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        pipe = self.pipe
+        if kind is None:
+            pipe.commit()
+            return
+        pipe.rollback(self.savepoint)
+        if issubclass(kind, GuardRefused):
+            refused = pipe.refused
+            for name, count in zip(self.names, self.before, strict=True):
+                if count is None:
+                    refused.pop(name, None)
+                else:
+                    refused[name] = count
