@@ -29,6 +29,7 @@ from .seam import PolicySeam
 from .tiers import Storage
 
 SHORT = 64  # up to this many pages, ``collect_many`` reads their pins and pool membership page by page
+NOTHING: frozenset[int] = frozenset()  # the ``keep`` of a plain ``collect``
 FIRE_FROM = 40  # fewer planned forgets: fired one at a time (a batch costs ~90-120 us up to 64 pages, one ~3 us)
 
 
@@ -96,7 +97,7 @@ class Collector:
                     or (holders.get(pid) is not None if holders is not None
                         else self.store.readers_at((BLOCK,), pid)))
 
-    def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
+    def collect(self, pid: int, keep: Container[int] = NOTHING) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
         self._walk(pid, keep, None)
 
@@ -104,14 +105,17 @@ class Collector:
         """``collect``; with ``gone``, each page's record and id are dropped as it is forgotten (what the
         next ``_held`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
         left to ``forgotten_many``."""
-        records = self.pages.records
+        records, busy, cols, holders = self.pages.records, self.busy, self.store.cols, self._holders
+        inflight, held, pool, pin, pooled = busy.inflight, busy.held, cols[POOL], cols[PIN], self._pooled
         while pid >= 0 and pid not in keep:
             rec = records.get(pid)
             if rec is None:
                 return
-            if self._held(rec, pid):
-                if pid in self.busy.held:
-                    self.busy.deferred.add(pid)  # collected again when the hold ends
+            if rec.children > 0 or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled or pin[pid] \
+                    or (holders.get(pid) is not None if holders is not None
+                        else self.store.readers_at((BLOCK,), pid)):  # ``_held`` inlined
+                if pid in held:
+                    busy.deferred.add(pid)  # collected again when the hold ends
                 return
             try:
                 self.pipe.fire("forget", None, pid)
@@ -230,12 +234,19 @@ class Collector:
         page by page up to ``short`` pages, numpy's fixed cost being more; 0: always gathered)."""
         store, pooled = self.store, self._pooled
         if len(pids) <= self.short:
-            pin, pool = store.cols[PIN], store.cols[POOL]
-            free = [pid for pid in pids.tolist() if not pin[pid] and pool[pid] != pooled]
-        else:
-            free = pids[(store.vecs[PIN][pids] == 0) & (store.vecs[POOL][pids] != pooled)].tolist()
-        for pid in free:
-            self.collect(pid)
+            self.collect_listed(pids.tolist())
+            return
+        walk, nothing = self._walk, NOTHING
+        for pid in pids[(store.vecs[PIN][pids] == 0) & (store.vecs[POOL][pids] != pooled)].tolist():
+            walk(pid, nothing, None)
+
+    def collect_listed(self, pids: list[int]) -> None:
+        """``collect_many`` of a short list of pages: each page's pin and pool membership read on its own."""
+        cols, pooled = self.store.cols, self._pooled
+        pin, pool = cols[PIN], cols[POOL]
+        walk, nothing = self._walk, NOTHING
+        for pid in [pid for pid in pids if not pin[pid] and pool[pid] != pooled]:
+            walk(pid, nothing, None)
 
     def forgotten(self, pid: int) -> int:
         """Clean up after ``forget`` fired on ``pid``: payload, index entries, record, id; returns its
