@@ -46,7 +46,9 @@ class Busy:
 
     def any_of(self, pids: Collection[int]) -> bool:
         """``self(pid)`` for one of ``pids`` (a held page's entry is dropped at zero holds)."""
-        return not (self.inflight.keys().isdisjoint(pids) and self.held.keys().isdisjoint(pids))
+        inflight, held = self.inflight, self.held  # (an empty dict tells at once: no pass over ``pids``)
+        return (bool(inflight) and not inflight.keys().isdisjoint(pids)) or \
+            (bool(held) and not held.keys().isdisjoint(pids))
 
     def hold(self, pids: Iterable[int]) -> None:
         """Keep ``pids`` from being forgotten until ``unhold``."""
