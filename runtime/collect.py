@@ -86,18 +86,11 @@ class Collector:
         self.batched = True  # clean up after a batch of forgotten pages together (``collect_in_turn``)
 
     def holds(self, pid: int) -> bool:
-        """Whether anything keeps page ``pid`` (see the module doc)."""
-        rec = self.pages.find(pid)
-        return rec is not None and self._held(rec, pid)
-
-    def _held(self, rec: PageRecord, pid: int, lost: int = 0) -> bool:
-        """Whether anything keeps ``pid`` (``lost``: of its children, how many are counted gone)."""
-        if rec.children > lost or pid in self.busy.inflight or self.busy.held.get(pid, 0) > 0:
-            return True
-        cols, holders = self.store.cols, self._holders
-        return bool(cols[POOL][pid] == self._pooled or cols[PIN][pid]
-                    or (holders.get(pid) is not None if holders is not None
-                        else self.store.readers_at((BLOCK,), pid)))
+        """Whether anything keeps page ``pid`` (see the module doc; ``_walk`` and ``_plan`` read it in line)."""
+        rec, cols, holders = self.pages.find(pid), self.store.cols, self._holders
+        return rec is not None and bool(rec.children > 0 or self.busy(pid) or cols[POOL][pid] == self._pooled
+                                        or cols[PIN][pid] or (holders.get(pid) is not None if holders is not None
+                                                              else self.store.readers_at((BLOCK,), pid)))
 
     def collect(self, pid: int, keep: Container[int] = NOTHING) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
@@ -105,7 +98,7 @@ class Collector:
 
     def _walk(self, pid: int, keep: Container[int], gone: list[PageRecord] | None) -> None:
         """``collect``; with ``gone``, each page's record and id are dropped as it is forgotten (what the
-        next ``_held`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
+        next ``holds`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
         left to ``forgotten_many``."""
         records, busy, cols, holders = self.pages.records, self.busy, self.store.cols, self._holders
         inflight, held, pool, pin, pooled = busy.inflight, busy.held, cols[POOL], cols[PIN], self._pooled
@@ -115,7 +108,7 @@ class Collector:
                 return
             if rec.children > 0 or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled or pin[pid] \
                     or (holders.get(pid) is not None if holders is not None
-                        else self.store.readers_at((BLOCK,), pid)):  # ``_held`` inlined
+                        else self.store.readers_at((BLOCK,), pid)):  # ``holds`` in line
                 if pid in held:
                     busy.deferred.add(pid)  # collected again when the hold ends
                 return
@@ -204,7 +197,7 @@ class Collector:
                     break
                 if rec.children > gone or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled \
                         or pin[pid] or (holders.get(pid) is not None if holders is not None
-                                        else self.store.readers_at((BLOCK,), pid)):  # ``_held`` inlined
+                                        else self.store.readers_at((BLOCK,), pid)):  # ``holds`` in line
                     if pid in held:
                         deferred.append((j, pid))
                     break
@@ -219,36 +212,27 @@ class Collector:
     def _fire_together(self, plan: list[int]) -> bool:
         """Fire ``forget`` on the pages ``plan`` as one batch; False, with nothing changed and the
         refusal not counted, when it is refused."""
-        refused = self.pipe.refused
-        before = refused.get("forget")
         try:
-            self.pipe.fire_batch("forget", None, np.asarray(plan, dtype=np.int64), distinct=True)
+            with self.pipe.tentative(("forget",)):
+                self.pipe.fire_batch("forget", None, np.asarray(plan, dtype=np.int64), distinct=True)
         except GuardRefused:
-            if before is None:
-                refused.pop("forget", None)
-            else:
-                refused["forget"] = before
             return False
         return True
 
-    def collect_many(self, pids: np.ndarray) -> None:
+    def collect_many(self, pids: np.ndarray | list[int]) -> None:
         """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds (read
-        page by page up to ``short`` pages, numpy's fixed cost being more; 0: always gathered)."""
-        store, pooled = self.store, self._pooled
-        if len(pids) <= self.short:
-            self.collect_listed(pids.tolist())
-            return
-        walk, nothing = self._walk, NOTHING
-        for pid in pids[(store.vecs[PIN][pids] == 0) & (store.vecs[POOL][pids] != pooled)].tolist():
-            walk(pid, nothing, None)
-
-    def collect_listed(self, pids: list[int]) -> None:
-        """``collect_many`` of a short list of pages: each page's pin and pool membership read on its own."""
-        cols, pooled = self.store.cols, self._pooled
-        pin, pool = cols[PIN], cols[POOL]
-        walk, nothing = self._walk, NOTHING
-        for pid in [pid for pid in pids if not pin[pid] and pool[pid] != pooled]:
-            walk(pid, nothing, None)
+        page by page for a list or up to ``short`` pages, numpy's fixed cost being more; 0: an array
+        always gathered)."""
+        cols, vecs, pooled = self.store.cols, self.store.vecs, self._pooled
+        if pids.__class__ is list or len(pids) <= self.short:
+            pin, pool = cols[PIN], cols[POOL]
+            free = [pid for pid in (pids if isinstance(pids, list) else pids.tolist())
+                    if not pin[pid] and pool[pid] != pooled]
+        else:
+            free = pids[(vecs[PIN][pids] == 0) & (vecs[POOL][pids] != pooled)].tolist()
+        walk = self._walk
+        for pid in free:
+            walk(pid, NOTHING, None)
 
     def forgotten(self, pid: int) -> int:
         """Clean up after ``forget`` fired on ``pid``: payload, index entries, record, id; returns its

@@ -113,7 +113,7 @@ class Sequences:
                 if pid in records:
                     admit(pid)
         if short:
-            self.collector.collect_listed(block[::-1])
+            self.collector.collect_many(block[::-1])
         else:
             assert pids is not None
             self.collector.collect_many(pids[::-1])
