@@ -138,7 +138,8 @@ class Sequences:
         store, (done, released), pooled = self.store, self._sealed_codes, self._pooled
         if pids is None or len(block) <= self.short_table:
             tail, pool = store.cols[TAIL], store.cols[POOL]
-            return [pid for pid in block if (tail[pid] == done or tail[pid] == released) and pool[pid] != pooled]
+            sealed = self._sealed_codes  # (the pool read first: most pages of a freed table are pooled)
+            return [pid for pid in block if pool[pid] != pooled and tail[pid] in sealed]
         tails = store.vecs[TAIL][pids]
         return pids[((tails == done) | (tails == released)) & (store.vecs[POOL][pids] != pooled)].tolist()
 
