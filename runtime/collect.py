@@ -140,6 +140,9 @@ class Collector:
             self._in_turn(pids, keeps, 0, None)
             return
         plan, owner, deferred = self._plan(pids, keeps)
+        if not plan:  # (most calls: every victim still held) only the holds the walks met
+            self.busy.deferred.update(pid for _, pid in deferred)
+            return
         gone: list[PageRecord] = []
         try:
             together = len(plan) >= FIRE_FROM and self._fire_together(plan)
