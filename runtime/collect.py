@@ -22,6 +22,7 @@ import numpy as np
 
 from .binding import BLOCK, PIN, POOL
 from .errors import GuardRefused
+from .holders import NOBODY
 from .index import PrefixIndex
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
@@ -182,7 +183,8 @@ class Collector:
         the pages to forget in order, the victim whose walk reaches each, and the held pages the walks
         stop at that a hold keeps (with their victim: deferred once the walks before it are done)."""
         records, held, inflight = self.pages.records, self.busy.held, self.busy.inflight
-        pool, pin, pooled, holders = self.store.cols[POOL], self.store.cols[PIN], self._pooled, self._holders
+        pool, pin, pooled = self.store.cols[POOL], self.store.cols[PIN], self._pooled
+        slots = None if self._holders is None else self._holders.slots  # (a slot a page: read, not called)
         plan: list[int] = []
         owner: list[int] = []
         deferred: list[tuple[int, int]] = []
@@ -199,7 +201,7 @@ class Collector:
                 if gone < 0:
                     break
                 if rec.children > gone or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled \
-                        or pin[pid] or (holders.get(pid) is not None if holders is not None
+                        or pin[pid] or (slots[pid] != NOBODY if slots is not None
                                         else self.store.readers_at((BLOCK,), pid)):  # ``holds`` in line
                     if pid in held:
                         deferred.append((j, pid))
@@ -291,10 +293,8 @@ class Collector:
         if h is None or self.index.by_hash.get(h) != rec.pid:
             return
         self.index.remove_sealed(h, rec.pid)
-        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid, self._hash_of)
+        find = self.pages.find
+        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid,
+                                          lambda pid: None if (got := find(pid)) is None else got.hash)
         if other is not None:
             self.index.add_sealed(h, other)
-
-    def _hash_of(self, pid: int) -> int | None:
-        rec = self.pages.find(pid)
-        return None if rec is None else rec.hash
