@@ -22,6 +22,7 @@ import numpy as np
 
 from .binding import BLOCK, PIN, POOL
 from .errors import GuardRefused
+from .holders import NOBODY
 from .index import PrefixIndex
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
@@ -29,6 +30,7 @@ from .seam import PolicySeam
 from .tiers import Storage
 
 SHORT = 64  # up to this many pages, ``collect_many`` reads their pins and pool membership page by page
+NOTHING: frozenset[int] = frozenset()  # the ``keep`` of a plain ``collect``
 FIRE_FROM = 40  # fewer planned forgets: fired one at a time (a batch costs ~90-120 us up to 64 pages, one ~3 us)
 
 
@@ -45,7 +47,9 @@ class Busy:
 
     def any_of(self, pids: Collection[int]) -> bool:
         """``self(pid)`` for one of ``pids`` (a held page's entry is dropped at zero holds)."""
-        return not (self.inflight.keys().isdisjoint(pids) and self.held.keys().isdisjoint(pids))
+        inflight, held = self.inflight, self.held  # (an empty dict tells at once: no pass over ``pids``)
+        return (bool(inflight) and not inflight.keys().isdisjoint(pids)) or \
+            (bool(held) and not held.keys().isdisjoint(pids))
 
     def hold(self, pids: Iterable[int]) -> None:
         """Keep ``pids`` from being forgotten until ``unhold``."""
@@ -83,35 +87,31 @@ class Collector:
         self.batched = True  # clean up after a batch of forgotten pages together (``collect_in_turn``)
 
     def holds(self, pid: int) -> bool:
-        """Whether anything keeps page ``pid`` (see the module doc)."""
-        rec = self.pages.find(pid)
-        return rec is not None and self._held(rec, pid)
+        """Whether anything keeps page ``pid`` (see the module doc; ``_walk`` and ``_plan`` read it in line)."""
+        rec, cols, holders = self.pages.find(pid), self.store.cols, self._holders
+        return rec is not None and bool(rec.children > 0 or self.busy(pid) or cols[POOL][pid] == self._pooled
+                                        or cols[PIN][pid] or (holders.get(pid) is not None if holders is not None
+                                                              else self.store.readers_at((BLOCK,), pid)))
 
-    def _held(self, rec: PageRecord, pid: int, lost: int = 0) -> bool:
-        """Whether anything keeps ``pid`` (``lost``: of its children, how many are counted gone)."""
-        if rec.children > lost or pid in self.busy.inflight or self.busy.held.get(pid, 0) > 0:
-            return True
-        cols, holders = self.store.cols, self._holders
-        return bool(cols[POOL][pid] == self._pooled or cols[PIN][pid]
-                    or (holders.get(pid) is not None if holders is not None
-                        else self.store.readers_at((BLOCK,), pid)))
-
-    def collect(self, pid: int, keep: Container[int] = frozenset()) -> None:
+    def collect(self, pid: int, keep: Container[int] = NOTHING) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
         self._walk(pid, keep, None)
 
     def _walk(self, pid: int, keep: Container[int], gone: list[PageRecord] | None) -> None:
         """``collect``; with ``gone``, each page's record and id are dropped as it is forgotten (what the
-        next ``_held`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
+        next ``holds`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
         left to ``forgotten_many``."""
-        records = self.pages.records
+        records, busy, cols, holders = self.pages.records, self.busy, self.store.cols, self._holders
+        inflight, held, pool, pin, pooled = busy.inflight, busy.held, cols[POOL], cols[PIN], self._pooled
         while pid >= 0 and pid not in keep:
             rec = records.get(pid)
             if rec is None:
                 return
-            if self._held(rec, pid):
-                if pid in self.busy.held:
-                    self.busy.deferred.add(pid)  # collected again when the hold ends
+            if rec.children > 0 or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled or pin[pid] \
+                    or (holders.get(pid) is not None if holders is not None
+                        else self.store.readers_at((BLOCK,), pid)):  # ``holds`` in line
+                if pid in held:
+                    busy.deferred.add(pid)  # collected again when the hold ends
                 return
             try:
                 self.pipe.fire("forget", None, pid)
@@ -141,6 +141,9 @@ class Collector:
             self._in_turn(pids, keeps, 0, None)
             return
         plan, owner, deferred = self._plan(pids, keeps)
+        if not plan:  # (most calls: every victim still held) only the holds the walks met
+            self.busy.deferred.update(pid for _, pid in deferred)
+            return
         gone: list[PageRecord] = []
         try:
             together = len(plan) >= FIRE_FROM and self._fire_together(plan)
@@ -180,7 +183,8 @@ class Collector:
         the pages to forget in order, the victim whose walk reaches each, and the held pages the walks
         stop at that a hold keeps (with their victim: deferred once the walks before it are done)."""
         records, held, inflight = self.pages.records, self.busy.held, self.busy.inflight
-        pool, pin, pooled, holders = self.store.cols[POOL], self.store.cols[PIN], self._pooled, self._holders
+        pool, pin, pooled = self.store.cols[POOL], self.store.cols[PIN], self._pooled
+        slots = None if self._holders is None else self._holders.slots  # (a slot a page: read, not called)
         plan: list[int] = []
         owner: list[int] = []
         deferred: list[tuple[int, int]] = []
@@ -197,8 +201,8 @@ class Collector:
                 if gone < 0:
                     break
                 if rec.children > gone or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled \
-                        or pin[pid] or (holders.get(pid) is not None if holders is not None
-                                        else self.store.readers_at((BLOCK,), pid)):  # ``_held`` inlined
+                        or pin[pid] or (slots[pid] != NOBODY if slots is not None
+                                        else self.store.readers_at((BLOCK,), pid)):  # ``holds`` in line
                     if pid in held:
                         deferred.append((j, pid))
                     break
@@ -213,29 +217,27 @@ class Collector:
     def _fire_together(self, plan: list[int]) -> bool:
         """Fire ``forget`` on the pages ``plan`` as one batch; False, with nothing changed and the
         refusal not counted, when it is refused."""
-        refused = self.pipe.refused
-        before = refused.get("forget")
         try:
-            self.pipe.fire_batch("forget", None, np.asarray(plan, dtype=np.int64), distinct=True)
+            with self.pipe.tentative(("forget",)):
+                self.pipe.fire_batch("forget", None, np.asarray(plan, dtype=np.int64), distinct=True)
         except GuardRefused:
-            if before is None:
-                refused.pop("forget", None)
-            else:
-                refused["forget"] = before
             return False
         return True
 
-    def collect_many(self, pids: np.ndarray) -> None:
+    def collect_many(self, pids: np.ndarray | list[int]) -> None:
         """``collect`` each of ``pids`` in order, skipping at once the pages a pin or the pool holds (read
-        page by page up to ``short`` pages, numpy's fixed cost being more; 0: always gathered)."""
-        store, pooled = self.store, self._pooled
-        if len(pids) <= self.short:
-            pin, pool = store.cols[PIN], store.cols[POOL]
-            free = [pid for pid in pids.tolist() if not pin[pid] and pool[pid] != pooled]
+        page by page for a list or up to ``short`` pages, numpy's fixed cost being more; 0: an array
+        always gathered)."""
+        cols, vecs, pooled = self.store.cols, self.store.vecs, self._pooled
+        if pids.__class__ is list or len(pids) <= self.short:
+            pin, pool = cols[PIN], cols[POOL]
+            free = [pid for pid in (pids if isinstance(pids, list) else pids.tolist())
+                    if not pin[pid] and pool[pid] != pooled]
         else:
-            free = pids[(store.vecs[PIN][pids] == 0) & (store.vecs[POOL][pids] != pooled)].tolist()
+            free = pids[(vecs[PIN][pids] == 0) & (vecs[POOL][pids] != pooled)].tolist()
+        walk = self._walk
         for pid in free:
-            self.collect(pid)
+            walk(pid, NOTHING, None)
 
     def forgotten(self, pid: int) -> int:
         """Clean up after ``forget`` fired on ``pid``: payload, index entries, record, id; returns its
@@ -291,10 +293,8 @@ class Collector:
         if h is None or self.index.by_hash.get(h) != rec.pid:
             return
         self.index.remove_sealed(h, rec.pid)
-        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid, self._hash_of)
+        find = self.pages.find
+        other = self.index.kids.duplicate(h, rec.parent_hash, rec.pid,
+                                          lambda pid: None if (got := find(pid)) is None else got.hash)
         if other is not None:
             self.index.add_sealed(h, other)
-
-    def _hash_of(self, pid: int) -> int | None:
-        rec = self.pages.find(pid)
-        return None if rec is None else rec.hash

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 NOBODY, MANY = -1, -2
+_ALL, _ANY = np.logical_and.reduce, np.logical_or.reduce  # (the ufuncs' reductions: no Python wrapper)
 SCALAR_UP_TO = 48  # a reindex of at most this many pages updates the slots one by one (numpy's fixed cost is more)
 
 
@@ -80,7 +81,7 @@ class Holders:
         """Reader ``rid`` now holds every page of ``pids`` (distinct)."""
         cur = self.vec[pids]
         alone = cur == NOBODY
-        if alone.all():  # nobody held any (a fresh lease): no selection
+        if _ALL(alone):  # nobody held any (a fresh lease): no selection
             self.vec[pids] = rid
             return
         self.vec[pids[alone]] = rid
@@ -91,10 +92,12 @@ class Holders:
         """Reader ``rid`` no longer holds any page of ``pids`` (distinct)."""
         cur = self.vec[pids]
         mine = cur == rid
+        if _ALL(mine):  # held by ``rid`` alone everywhere (a block table freed): no selection
+            self.vec[pids] = NOBODY
+            return
         self.vec[pids[mine]] = NOBODY
-        if not mine.all():
-            for pid in pids[cur == MANY].tolist():
-                self.unhold(pid, rid)
+        for pid in pids[cur == MANY].tolist():
+            self.unhold(pid, rid)
 
     def reindex(self, rid: int, pids: Any, olds: Any, values: Any, init: int) -> None:
         """After reader ``rid``'s entries at ``pids`` went from ``olds`` to ``values`` (arrays or lists;
@@ -123,13 +126,17 @@ class Holders:
             return
         p = np.asarray(pids, dtype=np.int64)
         was = np.asarray(olds, dtype=np.int64) != init
-        now = (np.full(len(p), values != init) if isinstance(values, int)
-               else np.asarray(values, dtype=np.int64) != init)
-        took, left = now & ~was, was & ~now
-        if took.any():
-            self.hold_many(p if took.all() else p[took], rid)
-        if left.any():
-            self.unhold_many(p if left.all() else p[left], rid)
+        took: np.ndarray | None
+        left: np.ndarray | None
+        if isinstance(values, int):  # one value for all: every page moved one way, or none
+            took, left = (None, was) if values == init else (~was, None)
+        else:
+            now = np.asarray(values, dtype=np.int64) != init
+            took, left = now & ~was, was & ~now
+        if took is not None and _ANY(took):
+            self.hold_many(p if _ALL(took) else p[took], rid)
+        if left is not None and _ANY(left):
+            self.unhold_many(p if _ALL(left) else p[left], rid)
 
 
 def _ints(xs: Any) -> list[int]:

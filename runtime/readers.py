@@ -77,7 +77,7 @@ class ReaderTable:
 
     def active(self, rec: ReaderRecord) -> bool:
         """Whether the reader's sequence is registered (``seq[r] == 'active'``)."""
-        return self.store.reader(SEQ, rec.rid) == self._active
+        return self.store.rcols[SEQ][rec.rid] == self._active  # (one array read)
 
     def sequence(self, name: object) -> ReaderRecord:
         """The reader of the live sequence ``name``; UnknownSequenceError otherwise."""
@@ -113,8 +113,9 @@ class ReaderTable:
     def idle(self, rec: ReaderRecord) -> bool:
         """Nothing keeps the reader: sequence and graph idle, no page held, no lease."""
         store = self.store
-        return (not self.active(rec) and store.reader(GRAPH, rec.rid) == self._idle_graph and not rec.leases
-                and not rec.block and not store.has_rp(BLOCK, rec.rid) and not store.has_rp(LPIN, rec.rid))
+        rcols, rid = store.rcols, rec.rid
+        return (rcols[SEQ][rid] != self._active and rcols[GRAPH][rid] == self._idle_graph and not rec.leases
+                and not rec.block and not store.has_rp(BLOCK, rid) and not store.has_rp(LPIN, rid))
 
     def retire_if_idle(self, rec: ReaderRecord) -> bool:
         """Retire the reader if nothing keeps it; True if it was retired."""

@@ -30,7 +30,7 @@ from .lease import Lease
 from .morphology import Morphology
 from .pages import PageDirectory
 from .pagewriter import PageWriter, Pending
-from .pipeline import Pipeline
+from .pipeline import Pipeline, vector_from
 from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
 from .tiering import TierMover
@@ -53,7 +53,8 @@ class Sequences:
         self._sealed_codes = (codes[TAIL]["sealed"], codes[TAIL]["released"])
         self._pooled = codes[POOL]["pooled"]
         self.writer = PageWriter(pipe, pages, readers, index, storage, tiers, morph, seam, config)
-        self.short_table = SHORT_TABLE  # (0: every block table read with arrays, as a long one)
+        self.short_table = SHORT_TABLE  # (0: every block table read with arrays, as a long one, every batch
+        # of an attach or a free through ``fire_batch``)
         self.step = DecodeStep(pipe, pages, storage, self.writer, morph, seam, config)
 
     def frontier(self, reader: ReaderRecord) -> int:
@@ -85,15 +86,17 @@ class Sequences:
 
     def free(self, reader: ReaderRecord) -> None:
         """End the sequence: every page leaves its block table (``detach``), then ``free``; its sealed
-        pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay."""
+        pages are proposed for the pool and what nothing holds is forgotten.  Its leases stay.  A short
+        table (up to ``short_table`` pages) is read as its list."""
         block = reader.block
-        pids = self._block_ids(reader)
         pipe, rid = self.pipe, reader.rid
+        short = len(block) <= self.short_table
+        pids = None if short and not self.store.in_array_form((BLOCK,), rid) else self._block_ids(reader)
 
         # (a write's transaction, though no page is written: the last write's undo list is let go here)
         def events(pending: list[Pending]) -> None:
             if block:
-                pipe.fire_batch("detach", rid, pids, distinct=True)
+                self._fire_pages("detach", rid, pids, block)
             pipe.fire("free", rid)
 
         self.writer.transaction(events)
@@ -103,23 +106,40 @@ class Sequences:
         if not block:
             self.readers.retire_if_idle(reader)
             return
-        self.seam.holders(pids, -1, block)
+        self.seam.holders(block if pids is None else pids, -1, block)
         if self.config.auto_admit:
             records, admit = self.pages.records, self.morph.admit
             for pid in self._sealed_private(block, pids):
                 if pid in records:
                     admit(pid)
-        self.collector.collect_many(pids[::-1])
+        if short:
+            self.collector.collect_many(block[::-1])
+        else:
+            assert pids is not None
+            self.collector.collect_many(pids[::-1])
         self.readers.retire_if_idle(reader)
 
-    def _sealed_private(self, block: list[int], pids: np.ndarray) -> list[int]:
-        """The pages of a block table (``block``, ``pids`` the same as an array) whose tail is sealed or
-        released and that are not in the pool, in block order: scalar reads for a short table (numpy's
-        fixed cost is more), two gathers for a long one."""
+    def _fire_pages(self, name: str, rid: int, ids: np.ndarray | None, listed: list[int]) -> None:
+        """``fire_batch(name, rid, ids)`` over distinct pages (``listed`` the same as a list; ``ids`` None:
+        made when needed) inside the caller's transaction: below the event's vector crossover each page's
+        firing in order, as ``fire_batch`` would, without its nested transaction (the caller's is all or
+        nothing already) and the conversions (``short_table`` 0: always through ``fire_batch``)."""
+        if self.short_table and len(listed) < vector_from(name):
+            fire = self.pipe.firer(name)
+            for pid in listed:
+                fire(rid, pid, None, None)
+        else:
+            self.pipe.fire_batch(name, rid, np.array(listed, dtype=np.int64) if ids is None else ids, distinct=True)
+
+    def _sealed_private(self, block: list[int], pids: np.ndarray | None) -> list[int]:
+        """The pages of a block table (``block``, ``pids`` the same as an array or None) whose tail is
+        sealed or released and that are not in the pool, in block order: scalar reads for a short table
+        (numpy's fixed cost is more), two gathers for a long one."""
         store, (done, released), pooled = self.store, self._sealed_codes, self._pooled
-        if len(block) <= self.short_table:
+        if pids is None or len(block) <= self.short_table:
             tail, pool = store.cols[TAIL], store.cols[POOL]
-            return [pid for pid in block if (tail[pid] == done or tail[pid] == released) and pool[pid] != pooled]
+            sealed = self._sealed_codes  # (the pool read first: most pages of a freed table are pooled)
+            return [pid for pid in block if pool[pid] != pooled and tail[pid] in sealed]
         tails = store.vecs[TAIL][pids]
         return pids[((tails == done) | (tails == released)) & (store.vecs[POOL][pids] != pooled)].tolist()
 
@@ -194,18 +214,18 @@ class Sequences:
             tips.point(rid, None)
 
         def events(pending: list[Pending]) -> None:
-            if len(full):
+            if listed:
                 pipe.fire("begin_attach", rid)
                 if not own:
-                    pipe.fire_batch("acquire", rid, full, distinct=True)
-                pipe.fire_batch("attach", rid, full, distinct=True)
+                    self._fire_pages("acquire", rid, full, listed)
+                self._fire_pages("attach", rid, full, listed)
                 if not own:
                     counts = self.store.varrays[LPIN].gather(rid, full)
                     more, last = full[counts > 1], full[counts <= 1]
                     if len(more):
-                        pipe.fire_batch("release", rid, more)
+                        self._fire_pages("release", rid, more, more.tolist())
                     if len(last):
-                        pipe.fire_batch("release_last", rid, last)
+                        self._fire_pages("release_last", rid, last, last.tolist())
                 reader.block.extend(listed)  # (the table was empty: its tip too, and so again if undone)
                 tips.point(rid, self.pages.records[listed[-1]])
                 self.writer.undo(emptied)

@@ -92,3 +92,42 @@ def test_scalar_and_array_reads_free_and_release_alike(seed: int) -> None:
         _do(ms, "release", pair)
     for m in ms:
         m.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_foreign_lease_attached_page_by_page_as_by_batches(seed: int) -> None:
+    """Another reader's lease attached (the sequence pins its pages for the moment: ``acquire``,
+    ``attach``, then ``release`` where it holds a lease of its own on the page, ``release_last``
+    elsewhere): fired page by page inside the attach's transaction on one manager, through
+    ``fire_batch`` on the other; the same answers and state after every operation."""
+    rng = random.Random(seed)
+    ms = _twin()
+    live: list[str] = []
+    for step in range(40):
+        name = f"s{step}"
+        head = rng.choice(HEADS)[: rng.randrange(1, 31)]
+        if rng.random() < 0.3 or not live:
+            _do(ms, "register", name, head + toks(3000 + 40 * step, rng.randrange(0, 6)))
+            live.append(name)
+            continue
+        anon = _do(ms, "lookup", head)  # an ownerless lease: an anonymous reader's pins
+        if not isinstance(anon[0], Ready):
+            continue
+        foreign = Pair(out.lease for out in anon)
+        _do(ms, "register", name)
+        own: Pair | None = None
+        if rng.random() < 0.5:  # a lease of the sequence's own on the same pages: ``release`` there
+            outs = _do(ms, "lookup", head, owner=name)
+            own = Pair(out.lease for out in outs) if isinstance(outs[0], Ready) else None
+        _do(ms, "attach", name, foreign)
+        for pair in (foreign, own):
+            if pair is not None:
+                _do(ms, "release", pair)
+        _do(ms, "append", name, toks(6000 + 40 * step, rng.randrange(1, 9)))
+        live.append(name)
+        if rng.random() < 0.4:
+            _do(ms, "free", live.pop(rng.randrange(len(live))))
+    for seq in live:
+        _do(ms, "free", seq)
+    for m in ms:
+        m.close()
