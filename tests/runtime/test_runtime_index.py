@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from morphcache.runtime import CacheManager, Miss, NeedsRecovery, Ready, chainhash
 from morphcache.runtime import index as index_module
 from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, chain_keys
-from morphcache.runtime.index import PrefixIndex, token_array
+from morphcache.runtime.index import PrefixIndex, SealedRows, token_array
 from morphcache.runtime.keytable import KeyTable
 
 U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
@@ -331,3 +331,40 @@ def test_the_walk_and_the_vector_pass_find_the_same_hit(make_manager: Callable[.
             m.free(f"s{i}")
     m.check_integrity()
     assert served > 40  # many whole pages served
+
+
+def _sealed(rows: SealedRows) -> dict[int, tuple[list[int], int, int]]:
+    """Each sealed page's row, class and parent class (the tables' sizes aside: they grow apart)."""
+    return {pid: (rows.rows[pid].tolist(), int(rows.cls[pid]), int(rows.pcls[pid]))
+            for pid in range(len(rows.cls) - 1) if rows.cls[pid]}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sealed_runs_are_classed_as_one_by_one(seed: int) -> None:
+    """``SealedRows.seal_many`` of runs (each page after the one before it, some repeating a prefix
+    sealed before, so their new classes start anywhere in the run, or nowhere) and of scattered pages
+    leaves the rows, classes and interned keys ``seal`` one at a time leaves, forgets included."""
+    rng = random.Random(seed)
+    one, many = SealedRows(3), SealedRows(3)
+    vocab = [[rng.randrange(3) for _ in range(3)] for _ in range(3)]
+    free, live = list(range(400)), []
+    for _ in range(40):
+        count = rng.randrange(1, 9)
+        pids = [free.pop(rng.randrange(len(free))) for _ in range(count)]
+        sealed = [pid for pid in live if one.cls[pid]]
+        start = rng.choice([-1, *sealed]) if sealed else -1
+        parents = [start, *pids[:-1]] if rng.random() < 0.8 else \
+            [rng.choice([-1, *sealed]) for _ in pids]  # a run, or pages after pages sealed before
+        tokens = [rng.choice(vocab) if rng.random() < 0.7 else [rng.randrange(3) for _ in range(3)] for _ in pids]
+        for pid, parent, toks in zip(pids, parents, tokens, strict=True):
+            one.seal(pid, parent, toks)
+        many.seal_many(pids, parents, np.array(tokens, dtype=np.uint64))
+        live += pids
+        gone = [live.pop(rng.randrange(len(live))) for _ in range(rng.randrange(min(4, len(live)) + 1))]
+        for pid in gone:
+            one.forget(pid)
+        many.forget_many(gone)
+        free += gone
+        assert _sealed(one) == _sealed(many)
+        assert (one._intern, one._key_of, one._members, one._next) == \
+            (many._intern, many._key_of, many._members, many._next)
