@@ -255,11 +255,12 @@ class SealedRows:
                 self.forget(pid)
             return
         ids = np.array(pids, dtype=np.int64)  # converted once (three fancy indexings below)
-        if ids.max() >= len(self.cls) - 1:
+        if max(pids) >= len(self.cls) - 1:  # (the list's own max: no numpy reduction's wrapper)
             ids = ids[ids < len(self.cls) - 1]
-        classes = self.cls[ids]
         members, intern, key_of = self._members, self._intern, self._key_of
-        for c in classes[classes != UNSEALED].tolist():
+        for c in self.cls[ids].tolist():
+            if c == UNSEALED:  # (never sealed, or forgotten already)
+                continue
             left = members[c] - 1
             if left:
                 members[c] = left
