@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from morphcache.runtime import CacheManager, Miss, NeedsRecovery, Ready, chainhash
 from morphcache.runtime import index as index_module
-from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, chain_keys
+from morphcache.runtime.chainhash import ROOT_HASH, chain_hash, chain_keys, run_keys
 from morphcache.runtime.index import PrefixIndex, SealedRows, token_array
 from morphcache.runtime.keytable import KeyTable
 
@@ -368,3 +368,23 @@ def test_sealed_runs_are_classed_as_one_by_one(seed: int) -> None:
         assert _sealed(one) == _sealed(many)
         assert (one._intern, one._key_of, one._members, one._next) == \
             (many._intern, many._key_of, many._members, many._next)
+
+
+@pytest.mark.parametrize("c", [1, 4, 16])
+def test_a_writes_keys_short_or_long_are_the_seal_hashes(c: int) -> None:
+    """``run_keys`` of short writes (Python ints) and long ones (the vector chain): each page's key is
+    what ``chain_hash`` gives it alone, a partial page's first tokens ahead, the tokens a list, a 64-bit
+    array, a tuple or a numpy array."""
+    rng = random.Random(c)
+    for count in [0, 1, 2, 3, 4, 5, 15, 16, 17, 35]:
+        for fill in sorted({0, 1, c - 1}):
+            root = rng.choice([ROOT_HASH, rng.getrandbits(64)])
+            head = [rng.randrange(1 << 64) for _ in range(fill)] if count else []
+            tokens = [rng.choice([rng.randrange(1 << 64), rng.randrange(100)])
+                      for _ in range(max(0, count * c - len(head)) + rng.randrange(c + 1))]
+            flat, want, h = head + tokens, [], root
+            for k in range(count):
+                h = chain_hash(h, flat[k * c:(k + 1) * c])
+                want.append(h)
+            for seq in (tokens, array("Q", tokens), tuple(tokens), np.array(tokens, dtype=np.uint64)):
+                assert run_keys(root, head, seq, count, c) == want, (count, fill, type(seq))
