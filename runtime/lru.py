@@ -47,6 +47,7 @@ class LRUPolicy(EvictionPolicy):
     pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
     few = 4096  # buffered touches up to this many are filed in Python (more: with numpy, a long backlog)
     eager = 64  # a batch of touches up to this many moves its pages at once when nothing is buffered
+    moves_placed = 256  # moves told at once up to this many are placed page by page (``_place_many``)
 
     def __init__(self) -> None:
         self.order: dict[str, dict[int, None]] = {  # each queue a dict in order (re-inserting moves a page last)
@@ -378,13 +379,16 @@ class LRUPolicy(EvictionPolicy):
     def _place_many(self, metas: Sequence[PageMeta], every: bool) -> None:
         """``_place`` of each page, in order, whose queue or pool membership changed (``every``: of each
         page), its queue's code read from its tier and holders (``_queue`` inlined), and its touches
-        (``_touch_one``'s) inlined: moved at once while nothing is buffered for those queues (filed by
-        ``_file_each`` after the loop, in the same order), else buffered; whether the touches buffer
+        (``_touch_one``'s) inlined: moved at once while nothing is buffered for those queues
+        (``_place_now``), else buffered; whether the touches buffer
         cannot change along the way (a buffered touch keeps them buffered), and the buffers are
         compacted, if at all, once at the end (the order they give is the same)."""
         pooled, code = self.pooled, self.code_bytes
         stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
         touched, pool_touched = self.touched, self.pool_touched
+        if not touched and not pool_touched:
+            self._place_now(metas, every)
+            return
         refiled: list[int] = []  # pages moved at once (nothing buffered), filed after the loop in this order
         buffered, pool_buffered = bool(touched), bool(pool_touched)
         clock, counts = self.clock, (len(touched), len(pool_touched))
@@ -428,6 +432,49 @@ class LRUPolicy(EvictionPolicy):
             if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
                 self._compact()
 
+    def _place_now(self, metas: Sequence[PageMeta], every: bool) -> None:
+        """``_place_many`` while nothing is buffered: each page filed in its queue (and the pool) in the
+        loop, as ``_touch_one`` moves a page at once (filing in turn gives the order filing after the
+        loop gives: a page placed twice is moved last again)."""
+        pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
+        stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
+        clock = self.clock
+        for meta in metas:
+            tier = meta.tier
+            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
+            page = meta.page
+            if page >= len(code):
+                self._ensure(page)
+                code, filed = self.code_bytes, self.filed_bytes
+                stamps, pool_stamps = self.stamp_cells, self.pool_stamp_cells
+            joins = meta.pooled
+            was = page in pooled
+            if not every and code[page] == new and joins == was:
+                continue
+            code[page] = new
+            clock += 1
+            stamps[page] = clock
+            old = filed[page]
+            if old:
+                del queues[old][page]
+            if new:
+                queues[new][page] = None
+            if old != new:
+                filed[page] = new
+            if joins:
+                if not was:
+                    pooled.add(page)
+                    self.in_pool_bytes[page] = 1
+                    clock += 1
+                    pool_stamps[page] = clock
+                    pool_queue.pop(page, None)
+                    pool_queue[page] = None
+            elif was:
+                pooled.discard(page)
+                self.in_pool_bytes[page] = 0
+                pool_queue.pop(page, None)
+        self.clock = clock
+
     def on_sealed_many(self, metas: Sequence[PageMeta]) -> None:
         # the order reads only a page's tier, holders and pool membership, none of which a seal changes
         # (a subclass that reads updates is told them)
@@ -465,7 +512,7 @@ class LRUPolicy(EvictionPolicy):
     def on_move_many(self, metas: Sequence[PageMeta], old_tiers: Sequence[str]) -> None:
         # each page's queue written and its touch stamped, in order, as ``on_move`` one at a time does
         # (a page whose pool membership is out of date on the way: one at a time, as ``_place`` does)
-        if len(metas) <= 8:  # a few: one at a time costs less than the batch's lists
+        if len(metas) <= self.moves_placed:  # up to a room's worth: one loop costs less than the bulk's lists
             self._place_many(metas, True)
             return
         pages = _page_ids(metas)
@@ -477,12 +524,6 @@ class LRUPolicy(EvictionPolicy):
             self._ensure(top)
         codes = [(HOT if meta.holders else COLD) if (tier := meta.tier) == "gpu" else TIER_CODES.get(tier, 0)
                  for meta in metas]
-        if len(pages) <= self.eager:
-            code = self.code_bytes
-            for page, new in zip(pages, codes, strict=True):
-                code[page] = new
-            self._touch_many(pages, False)
-            return
         idx = np.fromiter(pages, dtype=np.int64, count=len(pages))
         self.code[idx] = codes
         self._touch_many(idx, False, at_once=True)  # (a room's moves: a decision soon reads the queues)

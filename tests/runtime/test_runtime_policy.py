@@ -465,3 +465,39 @@ def test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(see
     same_order(bulk, single)
     assert bulk.stamp.tobytes() == single.stamp.tobytes()
     assert bulk.pool_stamp.tobytes() == single.pool_stamp.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_lru_long_moves_in_bulk_give_the_order_of_one_at_a_time(seed: int) -> None:
+    """Moves told at once past ``moves_placed`` (the bulk path: stamped and filed with numpy, or buffered
+    behind a long access) leave LRU's queues, stamps and proposals exactly as the same moves told page by
+    page; so do the placed ones below it (``bulk.moves_placed`` lowered here to reach both with short
+    batches)."""
+    import random
+
+    rng = random.Random(seed)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    bulk.moves_placed = 16
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(400):
+        op = rng.random()
+        if op < 0.2 or not metas:
+            inserted(metas, (bulk, single), rng.sample(range(900), rng.choice([1, 5, 80])), pooled_every=4,
+                     held_every=3)
+        elif op < 0.55:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([3, 12, 20, 70, 300])))
+            tiers = [rng.choice(["gpu", "host", "disk", "dropped", "offloading"]) for _ in pids]
+            changed = [(pid, tier) for pid, tier in zip(pids, tiers, strict=True) if metas[pid][0].tier != tier]
+            moved_many([(metas[pid], tier) for pid, tier in changed], bulk, single)
+        elif op < 0.75:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([2, 40, 100])))
+            for k, pol in enumerate((bulk, single)):  # a long one buffers the touches after it, in both
+                pol.on_access_many([metas[p][k] for p in pids], step)
+        elif op < 0.8:
+            pid = rng.choice(sorted(metas))
+            removed(metas.pop(pid), (bulk, single))
+        else:
+            same_proposals(bulk, single, rng.choice(DECISIONS), step)
+        assert bulk.clock == single.clock, step
+    same_order(bulk, single)
+    assert bulk.stamp.tobytes() == single.stamp.tobytes()
