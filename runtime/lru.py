@@ -304,8 +304,40 @@ class LRUPolicy(EvictionPolicy):
         if top >= len(self.code):
             self._ensure(top)
         code, pooled = self.code_bytes, self.pooled
-        if len(pages) <= 8 and not self.touched and not self.pool_touched:
-            # nothing buffered: each page moved at once (``_touch_one`` inlined)
+        if len(pages) > 8:  # the tier touches, then the pool's: each moved at once (``_touch_many``'s loops,
+            # the pages filtered in the same loop) where nothing is buffered for those queues, else buffered
+            if self.touched:
+                self._touch_many([page for page in pages if code[page]], False)
+            else:
+                clock, stamps, filed, queues = self.clock, self.stamp_cells, self.filed_bytes, self.queues
+                for page in pages:
+                    new = code[page]
+                    if new:
+                        clock += 1
+                        stamps[page] = clock
+                        old = filed[page]
+                        if old:
+                            del queues[old][page]
+                        queues[new][page] = None
+                        if old != new:
+                            filed[page] = new
+                self.clock = clock
+            if not pooled:
+                return
+            if self.pool_touched:
+                self._touch_many([page for page in pages if page in pooled], True)
+                return
+            clock, cells, queue = self.clock, self.pool_stamp_cells, self.order["pool"]
+            for page in pages:
+                if page in pooled:
+                    clock += 1
+                    cells[page] = clock
+                    queue.pop(page, None)
+                    queue[page] = None
+            self.clock = clock
+            return
+        if not self.touched and not self.pool_touched:  # up to 8, nothing buffered: each page moved at
+            # once (``_touch_one`` inlined)
             clock, stamps, filed, queues = self.clock, self.stamp_cells, self.filed_bytes, self.queues
             for page in pages:
                 new = code[page]
@@ -326,17 +358,12 @@ class LRUPolicy(EvictionPolicy):
                     queue[page] = None
             self.clock = clock
             return
-        if len(pages) <= 8:
-            touch = self._touch_one
-            for page in pages:
-                if code[page]:
-                    touch(page, False)
-                if page in pooled:
-                    touch(page, True)
-            return
-        self._touch_many([page for page in pages if code[page]], False)
-        if pooled:
-            self._touch_many([page for page in pages if page in pooled], True)
+        touch = self._touch_one
+        for page in pages:
+            if code[page]:
+                touch(page, False)
+            if page in pooled:
+                touch(page, True)
 
     def on_written(self, fresh: Sequence[PageMeta], crossed: Sequence[PageMeta], pages: Sequence[PageMeta],
                    now: int) -> None:
@@ -379,17 +406,13 @@ class LRUPolicy(EvictionPolicy):
     def _place_many(self, metas: Sequence[PageMeta], every: bool) -> None:
         """``_place`` of each page, in order, whose queue or pool membership changed (``every``: of each
         page), its queue's code read from its tier and holders (``_queue`` inlined), and its touches
-        (``_touch_one``'s) inlined: moved at once while nothing is buffered for those queues
-        (``_place_now``), else buffered; whether the touches buffer
-        cannot change along the way (a buffered touch keeps them buffered), and the buffers are
-        compacted, if at all, once at the end (the order they give is the same)."""
-        pooled, code = self.pooled, self.code_bytes
+        (``_touch_one``'s) inlined: each moved at once in the loop while nothing is buffered for its
+        queues, else buffered; whether the touches buffer cannot change along the way (a buffered touch
+        keeps them buffered), and the buffers are compacted, if at all, once at the end (the order they
+        give is the same)."""
+        pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
         stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
         touched, pool_touched = self.touched, self.pool_touched
-        if not touched and not pool_touched:
-            self._place_now(metas, every)
-            return
-        refiled: list[int] = []  # pages moved at once (nothing buffered), filed after the loop in this order
         buffered, pool_buffered = bool(touched), bool(pool_touched)
         clock, counts = self.clock, (len(touched), len(pool_touched))
         for meta in metas:
@@ -398,7 +421,8 @@ class LRUPolicy(EvictionPolicy):
             page = meta.page
             if page >= len(code):
                 self._ensure(page)
-                code, stamps, pool_stamps = self.code_bytes, self.stamp_cells, self.pool_stamp_cells
+                code, filed = self.code_bytes, self.filed_bytes
+                stamps, pool_stamps = self.stamp_cells, self.pool_stamp_cells
             joins = meta.pooled
             was = page in pooled
             if not every and code[page] == new and joins == was:
@@ -406,7 +430,16 @@ class LRUPolicy(EvictionPolicy):
             code[page] = new
             clock += 1
             stamps[page] = clock
-            (touched if buffered else refiled).append(page)
+            if buffered:
+                touched.append(page)
+            else:  # ``_file_each`` of the page (filed in turn: the order filing them all after gives)
+                old = filed[page]
+                if old:
+                    del queues[old][page]
+                if new:
+                    queues[new][page] = None
+                if old != new:
+                    filed[page] = new
             if joins:
                 if not was:
                     pooled.add(page)
@@ -423,57 +456,12 @@ class LRUPolicy(EvictionPolicy):
                 self.in_pool_bytes[page] = 0
                 pool_queue.pop(page, None)
         self.clock = clock
-        if refiled:  # the tier queues only: the pool's, filed in the loop, is another queue
-            self._file_each(refiled)
         if buffered or pool_buffered:
             held = self.held
             held[0] += len(touched) - counts[0]
             held[1] += len(pool_touched) - counts[1]
             if held[0] + held[1] > 65536 and held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
                 self._compact()
-
-    def _place_now(self, metas: Sequence[PageMeta], every: bool) -> None:
-        """``_place_many`` while nothing is buffered: each page filed in its queue (and the pool) in the
-        loop, as ``_touch_one`` moves a page at once (filing in turn gives the order filing after the
-        loop gives: a page placed twice is moved last again)."""
-        pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
-        stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
-        clock = self.clock
-        for meta in metas:
-            tier = meta.tier
-            new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
-            page = meta.page
-            if page >= len(code):
-                self._ensure(page)
-                code, filed = self.code_bytes, self.filed_bytes
-                stamps, pool_stamps = self.stamp_cells, self.pool_stamp_cells
-            joins = meta.pooled
-            was = page in pooled
-            if not every and code[page] == new and joins == was:
-                continue
-            code[page] = new
-            clock += 1
-            stamps[page] = clock
-            old = filed[page]
-            if old:
-                del queues[old][page]
-            if new:
-                queues[new][page] = None
-            if old != new:
-                filed[page] = new
-            if joins:
-                if not was:
-                    pooled.add(page)
-                    self.in_pool_bytes[page] = 1
-                    clock += 1
-                    pool_stamps[page] = clock
-                    pool_queue.pop(page, None)
-                    pool_queue[page] = None
-            elif was:
-                pooled.discard(page)
-                self.in_pool_bytes[page] = 0
-                pool_queue.pop(page, None)
-        self.clock = clock
 
     def on_sealed_many(self, metas: Sequence[PageMeta]) -> None:
         # the order reads only a page's tier, holders and pool membership, none of which a seal changes
@@ -493,6 +481,22 @@ class LRUPolicy(EvictionPolicy):
             if top >= len(self.code):
                 self._ensure(top)
             code = self.code_bytes
+            if not self.touched:  # nothing buffered: each GPU page re-coded and moved at once, in one loop
+                clock, stamps, filed, queues = self.clock, self.stamp_cells, self.filed_bytes, self.queues
+                for page in pages:
+                    was = code[page]
+                    if was == HOT or was == COLD:
+                        code[page] = new
+                        clock += 1
+                        stamps[page] = clock
+                        old = filed[page]
+                        if old:
+                            del queues[old][page]
+                        queues[new][page] = None
+                        if old != new:
+                            filed[page] = new
+                self.clock = clock
+                return
             gpu = [page for page in pages if code[page] == HOT or code[page] == COLD]
             for page in gpu:
                 code[page] = new
