@@ -167,12 +167,18 @@ class PolicySeam:
         if old != tier:
             self.policy.on_move(rec, old)
 
-    def moved_many(self, recs: Sequence[PageRecord], tiers: Sequence[str]) -> None:
+    def moved_many(self, recs: Sequence[PageRecord], tiers: Sequence[str], olds: list[str] | None = None) -> None:
         """``moved`` for each of ``recs`` (distinct pages) to its tier in ``tiers``, in order; the policy
-        told in bulk where it takes moves in bulk."""
+        told in bulk where it takes moves in bulk.  ``olds``: each page's tier now, none of them its
+        tier in ``tiers`` (the caller checked: nothing to leave out, the tiers not read again)."""
         if not self.bulk_moves:
             for rec, tier in zip(recs, tiers, strict=True):
                 self.moved(rec, tier)
+            return
+        if olds is not None and len(recs) > 8:
+            metas = recs if isinstance(recs, list) else list(recs)
+            deque(map(setattr, metas, repeat("tier"), tiers), 0)  # each page's ``tier`` written
+            self.policy.on_move_many(metas, olds)
             return
         if len(recs) <= 8:  # a few: one pass
             metas, olds = [], []
@@ -203,34 +209,38 @@ class PolicySeam:
 
     # -- decisions --------------------------------------------------------------------------------
     def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
-                    k: int, guarded: bool = True) -> list[int] | None:
+                    k: int, guarded: bool = True, recs: list[PageRecord] | None = None) -> list[int] | None:
         """The ``k`` first proposals for ``decision`` when ``choose`` would accept each of them in turn
         and the policy's proposals have no side effect (``pure_proposals``); None otherwise (then
         nothing was counted or reported: the caller chooses one at a time).  The caller counts them
         with ``accepted`` once it moved them.  ``guarded`` off: the spec's guard of ``events`` is left
         to the caller (it fires them as one batch that the guard refuses as a whole where ``choose``
-        would refuse one, and then chooses one at a time)."""
+        would refuse one, and then chooses one at a time).  ``recs``: a list the proposals' records are
+        put in, in order, when they are returned (empty when None is)."""
         if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
         out = self.policy.propose_first(decision, k)
         if len(out) < k or not protect.isdisjoint(out) or self.busy_any(out):
             return None  # ``choose`` would refuse one of them: counted and reported there
-        recs = list(map(self.pages.records.get, out))
-        if None in recs:
+        found = list(map(self.pages.records.get, out))
+        if None in found:
             return None
         if decision == "pool":
-            if not all(map(_POOLED, recs)):
+            if not all(map(_POOLED, found)):
                 return None
-        elif list(map(_TIER, recs)).count(decision) != k:
+        elif list(map(_TIER, found)).count(decision) != k:
             return None
-        if not guarded:
-            return out
-        allowed, first, rest = self.pipe.allowed, events[0], events[1:]
-        if not rest:  # one event: each page asked in one pass
-            return out if all(map(self.pipe.allower(first), repeat(None, k), out)) else None
-        for pid in out:
-            if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
-                return None
+        if guarded:
+            allowed, first, rest = self.pipe.allowed, events[0], events[1:]
+            if not rest:  # one event: each page asked in one pass
+                if not all(map(self.pipe.allower(first), repeat(None, k), out)):
+                    return None
+            else:
+                for pid in out:
+                    if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
+                        return None
+        if recs is not None:
+            recs.extend(found)  # type: ignore[arg-type]
         return out
 
     def accepted(self, decision: str, k: int) -> None:
