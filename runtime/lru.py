@@ -414,15 +414,16 @@ class LRUPolicy(EvictionPolicy):
         stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
         touched, pool_touched = self.touched, self.pool_touched
         buffered, pool_buffered = bool(touched), bool(pool_touched)
-        clock, counts = self.clock, (len(touched), len(pool_touched))
+        clock, counts, size = self.clock, (len(touched), len(pool_touched)), len(code)
         for meta in metas:
             tier = meta.tier
             new = (HOT if meta.holders else COLD) if tier == "gpu" else TIER_CODES.get(tier, 0)
             page = meta.page
-            if page >= len(code):
+            if page >= size:
                 self._ensure(page)
                 code, filed = self.code_bytes, self.filed_bytes
                 stamps, pool_stamps = self.stamp_cells, self.pool_stamp_cells
+                size = len(code)
             joins = meta.pooled
             was = page in pooled
             if not every and code[page] == new and joins == was:

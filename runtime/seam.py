@@ -84,12 +84,14 @@ class PolicySeam:
             cols = self.pages.cols
             last_use, holders = cols.last_use, cols.holders
             crossed = []
+            count = holders.item  # (each count read as an int: no numpy scalar)
             for rec in fresh:
                 pid = rec.pid
                 rec.created = now
                 last_use[pid] = now
-                holders[pid] += 1
-                if holders[pid] == 1:
+                held = count(pid) + 1
+                holders[pid] = held
+                if held == 1:
                     crossed.append(rec)
             metas: Sequence[PageMeta] = fresh
         else:  # more: ``last_use`` and ``holders`` written by one vector write each
@@ -115,9 +117,10 @@ class PolicySeam:
         few, idx = _few_or_array(pids)
         if few is not None:
             last_use, uses = cols.last_use, cols.uses
+            count = uses.item  # (each count read as an int: no numpy scalar)
             for pid in few:
                 last_use[pid] = now
-                uses[pid] += 1
+                uses[pid] = count(pid) + 1
             listed = few
         else:
             cols.last_use[idx] = now
@@ -150,11 +153,14 @@ class PolicySeam:
         holders = self.pages.cols.holders
         edge = 1 if delta > 0 else 0  # the count a page that crossed has now
         few, idx = _few_or_array(pids)
-        if few is not None:
-            metas = self.pages.metas_of(few)
+        if few is not None:  # scalar updates (each count read as an int: no numpy scalar)
+            count, crossed = holders.item, []
             for pid in few:
-                holders[pid] += delta
-            return metas, self.pages.metas_of([pid for pid in few if holders[pid] == edge])
+                held = count(pid) + delta
+                holders[pid] = held
+                if held == edge:
+                    crossed.append(pid)
+            return self.pages.metas_of(few), self.pages.metas_of(crossed)
         assert idx is not None
         metas = self.pages.metas_of(listed, idx)
         holders[idx] += delta
