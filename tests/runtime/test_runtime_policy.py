@@ -501,3 +501,17 @@ def test_lru_long_moves_in_bulk_give_the_order_of_one_at_a_time(seed: int) -> No
         assert bulk.clock == single.clock, step
     same_order(bulk, single)
     assert bulk.stamp.tobytes() == single.stamp.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lru_bulk_paths_past_a_lower_eager_size(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The twin tests above, with ``LRUPolicy.eager`` at 64 (their batch sizes straddle it): the touches
+    stamped with numpy and buffered, and the holders and accesses filed in bulk, give the same order as
+    one at a time as the batches moved at once in Python do."""
+    monkeypatch.setattr(LRUPolicy, "eager", 64)
+    test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed)
+    test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed)
+    test_lru_write_notices_in_one_call_give_the_order_of_three(seed)
+    test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed)
+    test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(seed)
+    test_lru_long_moves_in_bulk_give_the_order_of_one_at_a_time(seed % 2)
