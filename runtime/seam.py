@@ -80,7 +80,7 @@ class PolicySeam:
             if pids:
                 self.policy.on_written((), (), self._touch(pids), now + 1)
             return
-        if len(fresh) <= 8:  # a few: scalar updates (``_hold`` inlined), the records themselves as metadata
+        if len(fresh) <= FEW:  # a few: scalar updates (``_hold`` inlined), the records themselves as metadata
             cols = self.pages.cols
             last_use, holders = cols.last_use, cols.holders
             crossed = []
@@ -280,11 +280,12 @@ class PolicySeam:
 
 
 _TIER, _POOLED = attrgetter("tier"), attrgetter("pooled")
+FEW = 8  # pages up to this many are counted by scalar updates, more by vector writes (32: no clear gain)
 
 
 def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, np.ndarray | None]:
-    """A few page ids as a list (scalar updates cost less than numpy's fixed cost), more as an int64
+    """A few page ids (up to ``FEW``) as a list (scalar updates cost less than numpy's fixed cost), more as an int64
     array: ``(list, None)`` or ``(None, array)``."""
-    if len(pids) <= 8:
+    if len(pids) <= FEW:
         return (pids.tolist() if isinstance(pids, np.ndarray) else list(pids)), None
     return None, pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))

@@ -4,9 +4,11 @@ refuses are counted and skipped; pages carry their token types, session and task
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
-from rt_helpers import toks
+from rt_helpers import small_config, toks
 
 from morphcache.runtime import (
     CacheManager,
@@ -515,3 +517,38 @@ def test_lru_bulk_paths_past_a_lower_eager_size(seed: int, monkeypatch: pytest.M
     test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed)
     test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(seed)
     test_lru_long_moves_in_bulk_give_the_order_of_one_at_a_time(seed % 2)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_seam_counts_by_scalar_updates_as_by_vector_writes(tmp_path: Path, seed: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam's notices counted page by page (``seam.FEW`` past every batch) and by vector writes
+    (``FEW`` 0) leave the same ``last_use``, ``uses`` and ``holders`` columns, the same policy order and
+    the same state, over random writes, lookups, attaches and frees."""
+    import random
+
+    from test_runtime_roombatch import Twins, drive, policy_counts
+
+    from morphcache.runtime import seam as seam_module
+
+    monkeypatch.setattr(seam_module, "FEW", seam_module.FEW)  # (put back after the test)
+
+    class Split(Twins):
+        """The first manager's notices by vector writes, the second's page by page."""
+
+        def do(self, op: Callable[[CacheManager, int], Any]) -> Any:
+            def each(m: CacheManager, i: int) -> Any:
+                seam_module.FEW = (0, 1 << 30)[i]
+                return op(m, i)
+            return super().do(each)
+
+    def columns(m: CacheManager) -> tuple[bytes, ...]:
+        cols, pids = m.parts.pages.cols, sorted(m.parts.pages.records)
+        return tuple(col[pids].tobytes() for col in (cols.last_use, cols.uses, cols.holders))
+
+    ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=16, host_pages=6, disk_pages=64,
+                                           pool_capacity=12, prefetch_workers=1)) for name in ("vector", "scalar")]
+    drive(Split(ms[0], ms[1]), random.Random(seed), 80, policy_counts, columns)
+    for m in ms:
+        m.check_integrity()
+        m.close()
