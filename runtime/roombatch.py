@@ -45,12 +45,15 @@ from .store import checksum
 
 if TYPE_CHECKING:
     from .disktier import DiskTier
+    from .pages import PageRecord
     from .pipeline import Pipeline
     from .tiering import TierMover
 
 # fewer victims than this: their events fired one by one (a vector batch of each event costs some 25-50 us,
-# a victim's offload and offload_done alone about 2-3 us with its spill, each guard asked once)
-SINGLE_BELOW = 48
+# a victim's offload and offload_done alone about 2-3 us with its spill, each guard asked once; with room
+# made ahead, the trace replay's rooms of 16-71 victims cross near 64: one by one ~65 us at 20 victims and
+# 10 spills, ~175 us at 68 and 55, the batches ~90 and ~170 us)
+SINGLE_BELOW = 64
 MOVES = ("offload", "offload_done", "spill", "drop")
 
 
@@ -83,21 +86,20 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
     # ``choose`` accepts a victim the spec lets offload or drop; the batch needs each to offload (a
     # spill victim to spill): the firings' own guards refuse the batches that ``choose_many`` asking for
     # that event alone would (then rolled back: one at a time meets the refusal)
-    victims = seam.choose_many("gpu", ("offload",), protect, k, guarded=False)
+    moved: list[PageRecord] = []  # the victims' records (``choose_many`` found each live, on its tier)
+    victims = seam.choose_many("gpu", ("offload",), protect, k, guarded=False, recs=moved)
     if victims is None:
         return False
     first = max(0, host.capacity - len(host))  # the victims before the host tier is full
     # (the victims are GPU pages: a host proposal naming one is refused by its tier, protected or not)
+    spilled: list[PageRecord] = []
     if k > first:
-        spills = seam.choose_many("host", ("spill",), protect, k - first, guarded=False)
+        spills = seam.choose_many("host", ("spill",), protect, k - first, guarded=False, recs=spilled)
         if spills is None or len(disk) + len(spills) > disk.capacity:
             return False
     else:
         spills, first = [], k
-    record = tiers.pages.records.__getitem__  # (each a live page: ``choose_many`` found its record)
-    moved = list(map(record, victims))
     if spills:
-        spilled = list(map(record, spills))
         copies = host.get_many(spills)
         checks = [rec.checksum for rec in spilled]
         if None in copies or None in checks:
@@ -118,15 +120,16 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
             # the policy told in the one-at-a-time order: v_1 .. v_first (the host had room), then h_i, v_i
             told = [*moved[:first], *chain.from_iterable(zip(spilled, moved[first:], strict=True))]
             kinds = _TOLD[0] * first + _TOLD[1] * len(spills)
+            olds = _WAS[0] * first + _WAS[1] * len(spills)
         else:
             if not _fire(tiers.pipe, k, victims, spills, disk):
                 return False
-            told, kinds = moved, _TOLD[0] * k
+            told, kinds, olds = moved, _TOLD[0] * k, _WAS[0] * k
         host.put_many(victims, datas)
         for rec, check in zip(moved, map(checksum, datas), strict=True):
             rec.checksum = check
         storage.free_slots(moved)
-        seam.moved_many(told, kinds)
+        seam.moved_many(told, kinds, olds)  # (each page left the tier ``choose_many`` found it on)
         bytes_moved = tiers.metrics.bytes_moved
         if spills:
             bytes_moved["host->disk"] += sum(map(len, copies))  # type: ignore[arg-type]
@@ -139,7 +142,8 @@ def make_room_batch(tiers: TierMover, k: int, protect: set[int] | frozenset[int]
             tiers.release_held(())
 
 
-_TOLD = (["host"], ["disk", "host"])
+_TOLD = (["host"], ["disk", "host"])  # where a victim goes; a spill, then its victim
+_WAS = (["gpu"], ["host", "gpu"])  # where they were
 
 
 def _fire(pipe: Pipeline, k: int, victims: list[int], spills: list[int], disk: DiskTier) -> bool:

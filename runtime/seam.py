@@ -80,16 +80,18 @@ class PolicySeam:
             if pids:
                 self.policy.on_written((), (), self._touch(pids), now + 1)
             return
-        if len(fresh) <= 8:  # a few: scalar updates (``_hold`` inlined), the records themselves as metadata
+        if len(fresh) <= FEW:  # a few: scalar updates (``_hold`` inlined), the records themselves as metadata
             cols = self.pages.cols
             last_use, holders = cols.last_use, cols.holders
             crossed = []
+            count = holders.item  # (each count read as an int: no numpy scalar)
             for rec in fresh:
                 pid = rec.pid
                 rec.created = now
                 last_use[pid] = now
-                holders[pid] += 1
-                if holders[pid] == 1:
+                held = count(pid) + 1
+                holders[pid] = held
+                if held == 1:
                     crossed.append(rec)
             metas: Sequence[PageMeta] = fresh
         else:  # more: ``last_use`` and ``holders`` written by one vector write each
@@ -115,9 +117,10 @@ class PolicySeam:
         few, idx = _few_or_array(pids)
         if few is not None:
             last_use, uses = cols.last_use, cols.uses
+            count = uses.item  # (each count read as an int: no numpy scalar)
             for pid in few:
                 last_use[pid] = now
-                uses[pid] += 1
+                uses[pid] = count(pid) + 1
             listed = few
         else:
             cols.last_use[idx] = now
@@ -150,11 +153,14 @@ class PolicySeam:
         holders = self.pages.cols.holders
         edge = 1 if delta > 0 else 0  # the count a page that crossed has now
         few, idx = _few_or_array(pids)
-        if few is not None:
-            metas = self.pages.metas_of(few)
+        if few is not None:  # scalar updates (each count read as an int: no numpy scalar)
+            count, crossed = holders.item, []
             for pid in few:
-                holders[pid] += delta
-            return metas, self.pages.metas_of([pid for pid in few if holders[pid] == edge])
+                held = count(pid) + delta
+                holders[pid] = held
+                if held == edge:
+                    crossed.append(pid)
+            return self.pages.metas_of(few), self.pages.metas_of(crossed)
         assert idx is not None
         metas = self.pages.metas_of(listed, idx)
         holders[idx] += delta
@@ -167,12 +173,18 @@ class PolicySeam:
         if old != tier:
             self.policy.on_move(rec, old)
 
-    def moved_many(self, recs: Sequence[PageRecord], tiers: Sequence[str]) -> None:
+    def moved_many(self, recs: Sequence[PageRecord], tiers: Sequence[str], olds: list[str] | None = None) -> None:
         """``moved`` for each of ``recs`` (distinct pages) to its tier in ``tiers``, in order; the policy
-        told in bulk where it takes moves in bulk."""
+        told in bulk where it takes moves in bulk.  ``olds``: each page's tier now, none of them its
+        tier in ``tiers`` (the caller checked: nothing to leave out, the tiers not read again)."""
         if not self.bulk_moves:
             for rec, tier in zip(recs, tiers, strict=True):
                 self.moved(rec, tier)
+            return
+        if olds is not None and len(recs) > 8:
+            metas = recs if isinstance(recs, list) else list(recs)
+            deque(map(setattr, metas, repeat("tier"), tiers), 0)  # each page's ``tier`` written
+            self.policy.on_move_many(metas, olds)
             return
         if len(recs) <= 8:  # a few: one pass
             metas, olds = [], []
@@ -203,34 +215,38 @@ class PolicySeam:
 
     # -- decisions --------------------------------------------------------------------------------
     def choose_many(self, decision: str, events: tuple[str, ...], protect: frozenset[int] | set[int],
-                    k: int, guarded: bool = True) -> list[int] | None:
+                    k: int, guarded: bool = True, recs: list[PageRecord] | None = None) -> list[int] | None:
         """The ``k`` first proposals for ``decision`` when ``choose`` would accept each of them in turn
         and the policy's proposals have no side effect (``pure_proposals``); None otherwise (then
         nothing was counted or reported: the caller chooses one at a time).  The caller counts them
         with ``accepted`` once it moved them.  ``guarded`` off: the spec's guard of ``events`` is left
         to the caller (it fires them as one batch that the guard refuses as a whole where ``choose``
-        would refuse one, and then chooses one at a time)."""
+        would refuse one, and then chooses one at a time).  ``recs``: a list the proposals' records are
+        put in, in order, when they are returned (empty when None is)."""
         if not self.policy.pure_proposals or decision not in DECISIONS:
             return None
         out = self.policy.propose_first(decision, k)
         if len(out) < k or not protect.isdisjoint(out) or self.busy_any(out):
             return None  # ``choose`` would refuse one of them: counted and reported there
-        recs = list(map(self.pages.records.get, out))
-        if None in recs:
+        found = list(map(self.pages.records.get, out))
+        if None in found:
             return None
         if decision == "pool":
-            if not all(map(_POOLED, recs)):
+            if not all(map(_POOLED, found)):
                 return None
-        elif list(map(_TIER, recs)).count(decision) != k:
+        elif list(map(_TIER, found)).count(decision) != k:
             return None
-        if not guarded:
-            return out
-        allowed, first, rest = self.pipe.allowed, events[0], events[1:]
-        if not rest:  # one event: each page asked in one pass
-            return out if all(map(self.pipe.allower(first), repeat(None, k), out)) else None
-        for pid in out:
-            if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
-                return None
+        if guarded:
+            allowed, first, rest = self.pipe.allowed, events[0], events[1:]
+            if not rest:  # one event: each page asked in one pass
+                if not all(map(self.pipe.allower(first), repeat(None, k), out)):
+                    return None
+            else:
+                for pid in out:
+                    if not (allowed(first, None, pid) or any(allowed(ev, None, pid) for ev in rest)):
+                        return None
+        if recs is not None:
+            recs.extend(found)  # type: ignore[arg-type]
         return out
 
     def accepted(self, decision: str, k: int) -> None:
@@ -264,11 +280,12 @@ class PolicySeam:
 
 
 _TIER, _POOLED = attrgetter("tier"), attrgetter("pooled")
+FEW = 8  # pages up to this many are counted by scalar updates, more by vector writes (32: no clear gain)
 
 
 def _few_or_array(pids: Sequence[int] | np.ndarray) -> tuple[list[int] | None, np.ndarray | None]:
-    """A few page ids as a list (scalar updates cost less than numpy's fixed cost), more as an int64
+    """A few page ids (up to ``FEW``) as a list (scalar updates cost less than numpy's fixed cost), more as an int64
     array: ``(list, None)`` or ``(None, array)``."""
-    if len(pids) <= 8:
+    if len(pids) <= FEW:
         return (pids.tolist() if isinstance(pids, np.ndarray) else list(pids)), None
     return None, pids if isinstance(pids, np.ndarray) else np.fromiter(pids, dtype=np.int64, count=len(pids))

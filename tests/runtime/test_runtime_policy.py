@@ -4,9 +4,11 @@ refuses are counted and skipped; pages carry their token types, session and task
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
-from rt_helpers import toks
+from rt_helpers import small_config, toks
 
 from morphcache.runtime import (
     CacheManager,
@@ -465,3 +467,88 @@ def test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(see
     same_order(bulk, single)
     assert bulk.stamp.tobytes() == single.stamp.tobytes()
     assert bulk.pool_stamp.tobytes() == single.pool_stamp.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_lru_long_moves_in_bulk_give_the_order_of_one_at_a_time(seed: int) -> None:
+    """Moves told at once past ``moves_placed`` (the bulk path: stamped and filed with numpy, or buffered
+    behind a long access) leave LRU's queues, stamps and proposals exactly as the same moves told page by
+    page; so do the placed ones below it (``bulk.moves_placed`` lowered here to reach both with short
+    batches)."""
+    import random
+
+    rng = random.Random(seed)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    bulk.moves_placed = 16
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(400):
+        op = rng.random()
+        if op < 0.2 or not metas:
+            inserted(metas, (bulk, single), rng.sample(range(900), rng.choice([1, 5, 80])), pooled_every=4,
+                     held_every=3)
+        elif op < 0.55:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([3, 12, 20, 70, 300])))
+            tiers = [rng.choice(["gpu", "host", "disk", "dropped", "offloading"]) for _ in pids]
+            changed = [(pid, tier) for pid, tier in zip(pids, tiers, strict=True) if metas[pid][0].tier != tier]
+            moved_many([(metas[pid], tier) for pid, tier in changed], bulk, single)
+        elif op < 0.75:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([2, 40, 100])))
+            for k, pol in enumerate((bulk, single)):  # a long one buffers the touches after it, in both
+                pol.on_access_many([metas[p][k] for p in pids], step)
+        elif op < 0.8:
+            pid = rng.choice(sorted(metas))
+            removed(metas.pop(pid), (bulk, single))
+        else:
+            same_proposals(bulk, single, rng.choice(DECISIONS), step)
+        assert bulk.clock == single.clock, step
+    same_order(bulk, single)
+    assert bulk.stamp.tobytes() == single.stamp.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lru_bulk_paths_past_a_lower_eager_size(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The twin tests above, with ``LRUPolicy.eager`` at 64 (their batch sizes straddle it): the touches
+    stamped with numpy and buffered, and the holders and accesses filed in bulk, give the same order as
+    one at a time as the batches moved at once in Python do."""
+    monkeypatch.setattr(LRUPolicy, "eager", 64)
+    test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed)
+    test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed)
+    test_lru_write_notices_in_one_call_give_the_order_of_three(seed)
+    test_lru_moves_and_accesses_in_bulk_give_the_order_of_one_at_a_time(seed)
+    test_lru_updates_and_stale_moves_in_bulk_give_the_order_of_one_at_a_time(seed)
+    test_lru_long_moves_in_bulk_give_the_order_of_one_at_a_time(seed % 2)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_seam_counts_by_scalar_updates_as_by_vector_writes(tmp_path: Path, seed: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam's notices counted page by page (``seam.FEW`` past every batch) and by vector writes
+    (``FEW`` 0) leave the same ``last_use``, ``uses`` and ``holders`` columns, the same policy order and
+    the same state, over random writes, lookups, attaches and frees."""
+    import random
+
+    from test_runtime_roombatch import Twins, drive, policy_counts
+
+    from morphcache.runtime import seam as seam_module
+
+    monkeypatch.setattr(seam_module, "FEW", seam_module.FEW)  # (put back after the test)
+
+    class Split(Twins):
+        """The first manager's notices by vector writes, the second's page by page."""
+
+        def do(self, op: Callable[[CacheManager, int], Any]) -> Any:
+            def each(m: CacheManager, i: int) -> Any:
+                seam_module.FEW = (0, 1 << 30)[i]
+                return op(m, i)
+            return super().do(each)
+
+    def columns(m: CacheManager) -> tuple[bytes, ...]:
+        cols, pids = m.parts.pages.cols, sorted(m.parts.pages.records)
+        return tuple(col[pids].tobytes() for col in (cols.last_use, cols.uses, cols.holders))
+
+    ms = [CacheManager(config=small_config(tmp_path / name, gpu_pages=16, host_pages=6, disk_pages=64,
+                                           pool_capacity=12, prefetch_workers=1)) for name in ("vector", "scalar")]
+    drive(Split(ms[0], ms[1]), random.Random(seed), 80, policy_counts, columns)
+    for m in ms:
+        m.check_integrity()
+        m.close()
