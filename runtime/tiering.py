@@ -61,13 +61,9 @@ class TierMover:
         ``protect`` is held for the whole of it (``held``: the caller holds it already), each victim
         for its own move; room made in one go needs no hold (nothing is dropped or forgotten)."""
         slots = self.storage.slots
-        short = need - len(slots.free_slots)
-        if short <= 0:
-            return
-        ahead = min(self.config.ahead, slots.used - short)
-        if ahead > 0 and make_room_batch(self, short + ahead, protect):
-            return  # (a low watermark: the next writes find their room made)
-        if make_room_batch(self, short, protect):
+        short, ahead = need - len(slots.free_slots), self.config.ahead  # (ahead: a low watermark)
+        if short <= 0 or (0 < ahead <= slots.used - short and make_room_batch(self, short + ahead, protect)) \
+                or make_room_batch(self, short, protect):
             return  # (all the victims in one go when nothing tells it from one at a time)
         if not held:
             self.busy.hold(protect)
