@@ -163,8 +163,10 @@ class PolicySeam:
             return self.pages.metas_of(few), self.pages.metas_of(crossed)
         assert idx is not None
         metas = self.pages.metas_of(listed, idx)
-        holders[idx] += delta
-        hit = holders[idx] == edge
+        held = holders[idx]  # (distinct ids: the counts read once, moved, written back)
+        held += delta
+        holders[idx] = held
+        hit = held == edge
         return metas, metas if hit.all() else self.pages.metas_of(None, idx[hit])
 
     def moved(self, rec: PageRecord, tier: str) -> None:

@@ -234,7 +234,9 @@ class Sequences:
                 self.writer.events(reader, len(full) * self.C, part.tokens, part_kinds,  # type: ignore[union-attr]
                                    pending)
 
-        self.writer.transaction(events)
+        # the partial page's bytes: the lease's copy alone (``write_prefix`` covers every token the write
+        # put there: its bytes from the tokens would be overwritten at once)
+        self.writer.transaction(events, lambda pending: self.writer.done.written(pending, data=False))
         self.seam.holders(full, 1, listed)
         if extra:
             rec = self.pages.get(reader.block[-1])

@@ -226,8 +226,11 @@ class MemoryPageStore:
 
     def write_prefix(self, slot: int, count: int, data: bytes) -> None:
         """Write ``count`` token entries at the start of the slot."""
-        chunk = np.frombuffer(data[: count * TOKEN_BYTES], dtype=np.uint8)
-        self.buf[slot, : len(chunk)] = chunk
+        chunk = bytes(data[: count * TOKEN_BYTES])
+        if len(chunk) > self.page_bytes:
+            raise ValueError(f"{count} tokens overrun a page of {self.page_size}")
+        start = slot * self.page_bytes
+        self._flat[start: start + len(chunk)] = chunk  # (a slice of the flat bytes: no numpy row a call)
         self._flags[slot] = 1
 
     def free(self, slot: int) -> None:

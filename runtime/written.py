@@ -46,21 +46,26 @@ class WrittenPages:
         self.C = config.page_size
         self.bulk = True  # sealed rows stored as one array (False: page by page)
 
-    def written(self, pending: list[Pending]) -> None:
+    def written(self, pending: list[Pending], data: bool = True) -> None:
         """After commit, for every page the transaction wrote, in bulk: the policy told of the fresh ones
-        and of every write (one tick), the bytes to the data plane, the tokens to the records (a page
-        written whole keeps them as the tuple a sealed page holds), then the pages it sealed hashed
-        into the index (their rows of tokens one array) and their morphology proposed
-        (``sealed_many``)."""
+        and of every write (one tick), the bytes to the data plane (``data`` False: left to the caller,
+        which writes them itself), the tokens to the records (a page written whole keeps them as the
+        tuple a sealed page holds), then the pages it sealed hashed into the index (their rows of
+        tokens one array) and their morphology proposed (``sealed_many``).  No page written (a
+        register, free or capture): the one tick alone."""
         seam = self.seam
+        if not pending:  # (``writing`` and ``written`` of no page: their tick and nothing else)
+            seam.tick()
+            return
         fresh: list[PageRecord] = []  # every page but a partial first one: each opened by its write
         pids: list[int] = []
         for recs, fill, _, _ in pending:
             fresh += recs[1:] if fill else recs
             pids += map(_PID, recs)
         seam.writing(fresh)
-        for write in pending:
-            self.write_data(*write[:3])
+        if data:
+            for write in pending:
+                self.write_data(*write[:3])
         sealed: list[PageRecord] = []
         rows: list[Any] | None = []  # the sealed pages' tokens, while every one is a uint64 array
         for write in pending:

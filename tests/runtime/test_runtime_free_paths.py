@@ -12,6 +12,7 @@ import pytest
 from rt_helpers import digest, small_config, toks
 
 from morphcache.runtime import CacheManager, Lease, MorphcacheError, Ready
+from morphcache.runtime.store import expected_payload
 
 HEADS = [toks(0, 30), toks(0, 9) + toks(400, 22), toks(800, 26)]
 
@@ -131,3 +132,23 @@ def test_foreign_lease_attached_page_by_page_as_by_batches(seed: int) -> None:
         _do(ms, "free", seq)
     for m in ms:
         m.close()
+
+
+@pytest.mark.parametrize("extra", [1, 2, 3])
+def test_an_attached_partial_page_holds_the_tokens_payload(extra: int) -> None:
+    """An attach writes its partial page's bytes once, from the lease's copy (``write_prefix``), not
+    from its tokens too: the page holds the payload its tokens give at its position (C = 4), the
+    slot's tail zero, exactly what the tokens' write and then the copy left."""
+    m = CacheManager(config=small_config(gpu_pages=24))
+    head = toks(100, 8 + extra)  # two whole pages, then ``extra`` tokens of a third
+    m.register("a", head)
+    out = m.lookup(head)
+    assert isinstance(out, Ready) and out.lease.partial is not None
+    m.register("b")
+    m.attach("b", out.lease)
+    rec = m.parts.pages.records[m.parts.readers.sequence("b").block[-1]]
+    assert m.parts.storage.data.read(rec.gpu_slot) == expected_payload(head[8:], 2, 4)
+    m.append("b", toks(900, 3))  # the page continued after the copy: its payload still the tokens'
+    assert m.parts.storage.data.read(rec.gpu_slot)[: 8 * 4] == expected_payload((head[8:] + toks(900, 3))[:4], 2, 4)
+    m.check_integrity()
+    m.close()
