@@ -80,26 +80,25 @@ class PolicySeam:
             if pids:
                 self.policy.on_written((), (), self._touch(pids), now + 1)
             return
+        # (a fresh page's ``last_use``, ``now`` after ``inserted``, is not written: ``_touch`` below sets it
+        # to the tick that follows, every fresh page being one of ``pids``, before the policy reads it)
         if len(fresh) <= FEW:  # a few: scalar updates (``_hold`` inlined), the records themselves as metadata
-            cols = self.pages.cols
-            last_use, holders = cols.last_use, cols.holders
+            holders = self.pages.cols.holders
             crossed = []
             count = holders.item  # (each count read as an int: no numpy scalar)
             for rec in fresh:
                 pid = rec.pid
                 rec.created = now
-                last_use[pid] = now
                 held = count(pid) + 1
                 holders[pid] = held
                 if held == 1:
                     crossed.append(rec)
             metas: Sequence[PageMeta] = fresh
-        else:  # more: ``last_use`` and ``holders`` written by one vector write each
+        else:  # more: ``holders`` written by one vector write
             listed = [rec.pid for rec in fresh]
             for rec in fresh:
                 rec.created = now
             idx = np.fromiter(listed, dtype=np.int64, count=len(listed))
-            self.pages.cols.last_use[idx] = now
             metas, crossed = self._hold(idx, 1, listed)  # type: ignore[assignment]
         self.now = now + 1
         self.policy.on_written(metas, crossed, self._touch(pids), now + 1)
