@@ -76,7 +76,8 @@ class PageStore(Protocol):
     # optional: write_tokens_many(slots, depths, offsets, tokens), one token into each of many slots
     # (numpy int64 arrays); the runtime calls write_tokens per slot when a store lacks it.  Optional
     # too: free_many(slots), ``free`` of each of many slots (a list); else ``free`` per slot; and
-    # write_run(slots, depth, offset, tokens), a run of tokens over pages that follow one another
+    # write_run(slots, depth, offset, tokens), a run of tokens over pages that follow one another; and
+    # read_many(slots), ``read`` of each of many slots (a list), in order
 
     def free(self, slot: int) -> None:
         """The slot no longer holds a page."""
@@ -193,6 +194,16 @@ class MemoryPageStore:
         if not self._flags[slot]:
             raise KeyError(f"GPU slot {slot} holds no page")
         return self._rows[slot].tobytes()
+
+    def read_many(self, slots: list[int]) -> list[bytes]:
+        """``read`` of each of ``slots``, in order (one loop over the rows, no call a slot); KeyError if
+        one of them holds nothing."""
+        flags, rows, out = self._flags, self._rows, []
+        for slot in slots:
+            if not flags[slot]:
+                raise KeyError(f"GPU slot {slot} holds no page")
+            out.append(rows[slot].tobytes())
+        return out
 
     def write(self, slot: int, data: bytes) -> None:
         """Overwrite the slot with ``data`` (truncated or zero-padded to the page size)."""

@@ -170,12 +170,18 @@ class Storage:
             free = self.data.free
             for slot in slots:
                 free(slot)
-        self.slots.give_many(slots)
-        for rec in recs:
+        owner = self.slots.owner
+        for rec in recs:  # each slot off its owner (``SlotPool.give_many``) and its record, in one pass
+            del owner[rec.gpu_slot]
             rec.gpu_slot = -1
+        self.slots.free_slots.extend(slots)
 
     def read_many(self, recs: Sequence[PageRecord]) -> list[bytes]:
-        """The payloads of ``recs`` (each on the GPU), in order: the data plane's ``read`` of each slot."""
+        """The payloads of ``recs`` (each on the GPU), in order: the data plane's ``read_many`` of their
+        slots where it has one, else its ``read`` of each slot."""
+        many = getattr(self.data, "read_many", None)
+        if many is not None:
+            return many([rec.gpu_slot for rec in recs])  # type: ignore[no-any-return]
         read = self.data.read
         return [read(rec.gpu_slot) for rec in recs]
 

@@ -142,6 +142,31 @@ def test_a_run_written_at_once_is_written_page_by_page(seed: int) -> None:
         assert (one.buf == run.buf).all() and (one.used == run.used).all()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_slots_read_at_once_are_read_one_by_one(seed: int) -> None:
+    """``MemoryPageStore.read_many`` gives what ``read`` of each slot gives, in order, a partial page's
+    zero tail and a prefix written by ``write_prefix`` included; a slot that holds nothing refuses the
+    whole read as ``read`` refuses it."""
+    rng = random.Random(seed)
+    c = 4
+    store = MemoryPageStore(24, c)
+    for slot in rng.sample(range(24), 16):
+        n = rng.randrange(1, c + 1)
+        if rng.random() < 0.3:
+            store.write_prefix(slot, n, expected_payload(toks(slot, n), rng.randrange(9), c))
+        else:
+            store.write_tokens(slot, rng.randrange(9), 0, [rng.randrange(1 << 64) for _ in range(n)])
+    held = [slot for slot in range(24) if store.used[slot]]
+    for _ in range(10):
+        slots = rng.sample(held, rng.randrange(1, len(held) + 1))
+        assert store.read_many(slots) == [store.read(slot) for slot in slots]
+    empty = next(slot for slot in range(24) if not store.used[slot])
+    with pytest.raises(KeyError):
+        store.read(empty)
+    with pytest.raises(KeyError):
+        store.read_many([held[0], empty])
+
+
 def test_a_recomputed_page_holds_its_expected_payload() -> None:
     """``MemoryPageStore.recompute`` writes the slot's whole row: the bytes ``expected_payload`` gives
     (zero-padded), over a slot that held something else, for any token (negative, wider than 64 bits)."""
