@@ -24,6 +24,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from .metabatch import MetaBatch
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
 from .policy import DECISIONS, EvictionPolicy, PageMeta
@@ -120,10 +121,9 @@ class PolicySeam:
             for pid in few:
                 last_use[pid] = now
                 uses[pid] = count(pid) + 1
-            listed = few
-        else:
-            cols.last_use[idx] = now
-            cols.uses[idx] += 1
+            return MetaBatch(few, self.pages.records.__getitem__)  # (``metas_of`` of a list of its own)
+        cols.last_use[idx] = now
+        cols.uses[idx] += 1
         return self.pages.metas_of(listed, idx)
 
     def updated(self, rec: PageRecord) -> None:
@@ -159,7 +159,8 @@ class PolicySeam:
                 holders[pid] = held
                 if held == edge:
                     crossed.append(pid)
-            return self.pages.metas_of(few), self.pages.metas_of(crossed)
+            lookup = self.pages.records.__getitem__  # (``metas_of`` of two lists of its own)
+            return MetaBatch(few, lookup), MetaBatch(crossed, lookup)
         assert idx is not None
         metas = self.pages.metas_of(listed, idx)
         held = holders[idx]  # (distinct ids: the counts read once, moved, written back)
