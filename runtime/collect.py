@@ -7,20 +7,19 @@ A page record lives while something needs it::
 
 Once none holds, ``collect`` fires ``forget`` (the spec resets the page's state; its id may be
 reused), frees the payload wherever it is, removes its index entries and record, and looks at its
-parent.  ``Busy`` is what the runtime knows is in progress: ``check_integrity`` reads it too, so it
-is exact while copies are in flight.
+parent.  What operations in progress hold is ``Busy`` (``busy.py``).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Container, Iterable
-from concurrent.futures import Future
+from collections.abc import Container
 from itertools import starmap
 
 import numpy as np
 
 from .binding import BLOCK, PIN, POOL
+from .busy import Busy
 from .errors import GuardRefused
 from .holders import NOBODY
 from .index import PrefixIndex
@@ -31,47 +30,7 @@ from .tiers import Storage
 
 SHORT = 64  # up to this many pages, ``collect_many`` reads their pins and pool membership page by page
 NOTHING: frozenset[int] = frozenset()  # the ``keep`` of a plain ``collect``
-FIRE_FROM = 40  # fewer planned forgets: fired one at a time (a batch costs ~90-120 us up to 64 pages, one ~3 us)
-
-
-class Busy:
-    """Pages operations in progress use: copies in flight (with their futures) and holds."""
-
-    def __init__(self) -> None:
-        self.inflight: dict[int, Future[None]] = {}
-        self.held: dict[int, int] = {}  # page -> holds (a plain dict: a hold and its end are the hot path)
-        self.deferred: set[int] = set()  # held pages a ``collect`` found otherwise free
-
-    def __call__(self, pid: int) -> bool:
-        return pid in self.inflight or self.held.get(pid, 0) > 0
-
-    def any_of(self, pids: Collection[int]) -> bool:
-        """``self(pid)`` for one of ``pids`` (a held page's entry is dropped at zero holds)."""
-        inflight, held = self.inflight, self.held  # (an empty dict tells at once: no pass over ``pids``)
-        return (bool(inflight) and not inflight.keys().isdisjoint(pids)) or \
-            (bool(held) and not held.keys().isdisjoint(pids))
-
-    def hold(self, pids: Iterable[int]) -> None:
-        """Keep ``pids`` from being forgotten until ``unhold``."""
-        held, get = self.held, self.held.get
-        for pid in pids:
-            held[pid] = get(pid, 0) + 1
-
-    def unhold(self, pids: Iterable[int]) -> list[int]:
-        """Undo one ``hold`` of each of ``pids``; returns the deferred pages no longer held (the ones
-        to collect now)."""
-        held = self.held
-        for pid in pids:
-            left = held[pid] - 1
-            if left > 0:
-                held[pid] = left
-            else:
-                del held[pid]
-        if not self.deferred:
-            return []
-        ready = [pid for pid in self.deferred if pid not in held]
-        self.deferred.difference_update(ready)
-        return ready
+FIRE_FROM = 112  # fewer planned forgets: one at a time (timed in the replay: a batch ~170 us + 0.8 us a page)
 
 
 class Collector:
@@ -140,8 +99,12 @@ class Collector:
         if not self.batched:
             self._in_turn(pids, keeps, 0, None)
             return
+        stopped = self._stopped(pids, keeps)
+        if stopped is not None:  # (most calls: every victim has live children) only the holds met
+            self.busy.deferred.update(stopped)
+            return
         plan, owner, deferred = self._plan(pids, keeps)
-        if not plan:  # (most calls: every victim still held) only the holds the walks met
+        if not plan:  # (every walk stopped before a page it could forget) only the holds the walks met
             self.busy.deferred.update(pid for _, pid in deferred)
             return
         gone: list[PageRecord] = []
@@ -177,6 +140,20 @@ class Collector:
             later.add(keep)
             self._walk(pid, later, gone)
             later.discard(keep)
+
+    def _stopped(self, pids: list[int], keeps: list[int]) -> list[int] | None:
+        """The victims a hold keeps when each walk of ``_plan`` stops at its victim at once (it has live
+        children, no record, or is its keep: nothing planned, as most calls), else None."""
+        get, held, out = self.pages.records.get, self.busy.held, []
+        for pid, keep in zip(pids, keeps, strict=True):
+            rec = get(pid)
+            if rec is None or pid == keep:
+                continue
+            if rec.children <= 0:
+                return None
+            if pid in held:
+                out.append(pid)
+        return out
 
     def _plan(self, pids: list[int], keeps: list[int]) -> tuple[list[int], list[int], list[tuple[int, int]]]:
         """The walks of ``collect_in_turn`` with every ``forget`` assumed to pass and nothing changed:

@@ -50,6 +50,7 @@ class LRUPolicy(EvictionPolicy):
     # replay's accesses, holder changes and writes of 65-1024 pages cost less moved at once in Python than
     # stamped with numpy and filed by the next decision: 1024 against 64, its notices ~4% less)
     eager = 1024
+    removes_scalar = 1024  # pages removed at once up to this many are cleared page by page (``on_remove_many``)
     moves_placed = 256  # moves told at once up to this many are placed page by page (``_place_many``)
 
     def __init__(self) -> None:
@@ -562,11 +563,23 @@ class LRUPolicy(EvictionPolicy):
             yield from _fresh(self.order[name], seen)
 
     def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
-        if len(metas) < 8:  # a few: scalar updates cost less than numpy's fixed cost
-            for meta in metas:
-                self.on_remove(meta)
+        pages = _page_ids(metas)
+        if len(pages) <= self.removes_scalar:  # (``on_remove`` in line: scalar writes to the columns' bytes)
+            top = max(pages, default=-1)
+            if top >= len(self.code):
+                self._ensure(top)
+            code, in_pool, filed, queues = self.code_bytes, self.in_pool_bytes, self.filed_bytes, self.queues
+            pooled, pop = self.pooled, self.order["pool"].pop
+            for page in pages:
+                code[page] = 0
+                in_pool[page] = 0
+                old = filed[page]
+                if old:
+                    filed[page] = 0
+                    del queues[old][page]
+                pooled.discard(page)
+                pop(page, None)
             return
-        pages = [meta.page for meta in metas]
         self._ensure(max(pages))
         self.code[pages] = 0
         self.in_pool[pages] = False

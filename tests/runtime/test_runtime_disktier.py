@@ -186,3 +186,29 @@ def test_many_records_written_together_all_or_none(tmp_path: Path, monkeypatch: 
         disk.put_many(many, [payload(p) for p in many], many)
     assert records(disk) == {**before, 1: 30, 2: 31} and len(disk) == 6
     disk.close()
+
+
+def test_long_runs_cleared_by_writes_of_at_most_run_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``remove_many`` cuts a run of adjacent slots longer than ``RUN_BYTES`` covers into runs of that
+    many slots, and frees the slots in the order of the pages, as ``remove`` one at a time does."""
+    one, many = DiskTier(tmp_path / "one", 32, PAGE), DiskTier(tmp_path / "many", 32, PAGE)
+    for disk in (one, many):
+        for pid in range(20):
+            disk.put(pid, payload(pid), pid)
+    monkeypatch.setattr(disktier_module, "RUN_BYTES", 3 * many.stride)
+    real = disktier_module.os.pwrite
+    writes: list[tuple[int, int]] = []
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        writes.append((offset // many.stride, (len(data) - 8) // many.stride + 1))
+        return real(fd, data, offset)
+
+    gone = [9, 2, 3, 4, 5, 6, 7, 8, 12, 17, 16, 15]  # runs 2..9 (8 slots), 12, 15..17
+    for pid in gone:
+        one.remove(pid)
+    monkeypatch.setattr(disktier_module.os, "pwrite", pwrite)
+    many.remove_many(gone)
+    assert writes == [(2, 3), (5, 3), (8, 2), (12, 1), (15, 3)]
+    assert records(many) == records(one) and many.free_slots == one.free_slots and many.pages == one.pages
+    for disk in (one, many):
+        disk.close()

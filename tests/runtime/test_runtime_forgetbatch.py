@@ -21,6 +21,7 @@ from test_runtime_roombatch import drive, long_writes
 from morphcache.runtime import CacheManager, RuntimeConfig
 from morphcache.runtime import disktier as disktier_module
 from morphcache.runtime.disktier import DiskTier
+from morphcache.runtime.lru import LRUPolicy
 from morphcache.testing.diskdamage import records
 
 
@@ -111,6 +112,20 @@ def test_cleanup_together_is_cleanup_page_by_page(tmp_path: Path, monkeypatch: p
         monkeypatch.undo()
         assert [m.parts.storage.disk.sweep() for m in ms] == [0, 0]  # type: ignore[union-attr]
         same(ms)
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
+@pytest.mark.parametrize("seed,writes", [(7, (big_writes,)), (8, (same_writes, big_writes))])
+def test_policy_entries_dropped_in_bulk_as_page_by_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int,
+                                                       writes: tuple[Any, ...]) -> None:
+    """The twins above with the LRU's entries of every batch dropped by its vector path
+    (``removes_scalar`` 0), not its scalar loop."""
+    monkeypatch.setattr(LRUPolicy, "removes_scalar", 0)
+    ms, twin = twins(tmp_path, gpu_pages=100, host_pages=8, disk_pages=96, pool_capacity=32)
+    ms[1].parts.collector.batched = False
+    run(ms, twin, random.Random(seed), 40, writes)
     for m in ms:
         m.check_integrity()
         m.close()

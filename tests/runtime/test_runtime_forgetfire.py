@@ -134,3 +134,29 @@ def test_forget_in_one_batch_conforms(monkeypatch: pytest.MonkeyPatch) -> None:
     assert check_all(m, steps) == []
     m.check_integrity()
     m.close()
+
+
+@pytest.mark.parametrize("seed,writes", [(3, (big_writes,)), (6, (same_writes, big_writes))])
+def test_no_walk_starts_as_planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int,
+                                   writes: tuple[Any, ...]) -> None:
+    """``Collector._stopped`` (every victim's walk stops at once) against the plan of the same walks:
+    wherever it answers, the plan forgets nothing and defers exactly the victims it names."""
+    ms, twin = twins(tmp_path, gpu_pages=100, host_pages=8, disk_pages=96, pool_capacity=32)
+    col = ms[0].parts.collector
+    real = col._stopped
+    seen: list[bool] = []
+
+    def stopped(pids: list[int], keeps: list[int]) -> list[int] | None:
+        got = real(pids, keeps)
+        plan, _, deferred = col._plan(pids, keeps)
+        if got is not None:
+            assert plan == [] and got == [pid for _, pid in deferred]
+        seen.append(got is not None)
+        return got
+
+    monkeypatch.setattr(col, "_stopped", stopped)
+    run(ms, twin, random.Random(seed), 40, writes)
+    assert any(seen) and not all(seen), "no call both ways"
+    for m in ms:
+        m.check_integrity()
+        m.close()
