@@ -14,7 +14,7 @@ demo: $(STAMP)
 	TRITON_INTERPRET=1 $(PY) -m morphcache.demo
 
 test: $(STAMP)
-	TRITON_INTERPRET=1 $(PY) -m pytest
+	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
