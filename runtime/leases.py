@@ -49,7 +49,10 @@ class LeaseBook:
         """Pin the whole pages ``full`` (ids, block order; and the reader's own ``tail``) for
         ``reader``; the spec's refusal otherwise."""
         ids = frozen(full)  # one read-only copy: the lease's rows and the Lease share it
-        self._fire(reader.rid, ("acquire", ids), None, tail)
+        if tail is None and len(ids) == 1:  # one page (most leases): one firing
+            self.pipe.firer("acquire")(reader.rid, int(ids[0]), None, None)
+        else:
+            self._fire(reader.rid, ("acquire", ids), None, tail)
         gens = self.store.vecs[GEN][ids]
         gens.flags.writeable = False  # a fresh array, now the Lease's own
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
