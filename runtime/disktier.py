@@ -30,7 +30,9 @@ import heapq
 import os
 import struct
 from contextlib import suppress
+from itertools import repeat
 from pathlib import Path
+from typing import cast
 
 from .errors import CapacityError, TierError
 
@@ -242,33 +244,52 @@ class DiskTier:
 
         A run whose write fails is cleared again slot by slot, so exactly the slots whose own clearing
         fails become leftovers; the slots are freed (or kept as leftovers) in the order of ``pids``."""
-        pop = self.pages.pop
-        gone = [(slot, pid) for pid in pids if (slot := pop(pid, None)) is not None]
-        if not gone:
+        found: list[int | None] = list(map(self.pages.pop, pids, repeat(None)))  # each page's slot, off the map
+        if None in found:  # pages not on disk: nothing to do for them
+            gone = [(slot, pid) for slot, pid in zip(found, pids, strict=True) if slot is not None]
+            if not gone:
+                return
+            slots, pids = [slot for slot, _ in gone], [pid for _, pid in gone]
+        elif found:
+            slots = cast(list[int], found)
+        else:
             return
         stride, failed = self.stride, set()
         longest = max(1, RUN_BYTES // stride)
-        ordered = sorted(slot for slot, _ in gone)
-        start = 0
-        for i in range(1, len(ordered) + 1):
-            if i < len(ordered) and ordered[i] == ordered[i - 1] + 1 and i - start < longest:
-                continue
-            first, n = ordered[start], i - start
+        ordered = sorted(slots)
+        n_all = len(ordered)
+        if ordered[-1] - ordered[0] == n_all - 1 and n_all <= longest:  # one run (the common case)
+            runs = [(0, n_all)]
+        else:
+            runs, start, prev = [], 0, ordered[0]
+            for i in range(1, n_all):
+                slot = ordered[i]
+                if slot != prev + 1 or i - start >= longest:
+                    runs.append((start, i))
+                    start = i
+                prev = slot
+            runs.append((start, n_all))
+        for start, end in runs:
+            first, n = ordered[start], end - start
             try:
                 self.pwrite(bytes((n - 1) * stride + len(_CLEAR)) if n > 1 else _CLEAR, first * stride)
             except OSError:
-                for slot in ordered[start:i]:
+                for slot in ordered[start:end]:
                     try:
                         self.pwrite(_CLEAR, slot * stride)
                     except OSError:
                         failed.add(slot)
-            start = i
-        free, leftovers = self.free_slots, self.leftovers
-        for slot, pid in gone:
+        free, push = self.free_slots, heapq.heappush
+        if not failed:
+            for slot in slots:
+                push(free, slot)
+            return
+        leftovers = self.leftovers
+        for slot, pid in zip(slots, pids, strict=True):
             if slot in failed:
                 leftovers[slot] = pid
             else:
-                heapq.heappush(free, slot)
+                push(free, slot)
 
     def _clear(self, slot: int, pid: int) -> bool:
         """Clear the record in ``slot`` (written for ``pid``) and free the slot; a leftover if that fails."""
