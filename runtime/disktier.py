@@ -43,13 +43,16 @@ _CLEAR = bytes(len(MAGIC))  # written over a record's magic: the slot holds no p
 RUN_BYTES = 1 << 20  # the most one write clearing a run of adjacent records covers
 
 
-def _runs(slots: list[int]) -> list[tuple[int, int]]:
-    """The runs of adjacent slots in ascending ``slots``, as ``(start, end)`` positions in it."""
-    runs, start = [], 0
+def _runs(slots: list[int], longest: int) -> list[tuple[int, int]]:
+    """The runs of adjacent slots in ascending ``slots``, each at most ``longest`` slots, as ``(start,
+    end)`` positions in it."""
+    runs, start, prev = [], 0, slots[0]
     for i in range(1, len(slots)):
-        if slots[i] != slots[i - 1] + 1:
+        slot = slots[i]
+        if slot != prev + 1 or i - start >= longest:
             runs.append((start, i))
             start = i
+        prev = slot
     runs.append((start, len(slots)))
     return runs
 
@@ -188,7 +191,7 @@ class DiskTier:
                    for pid, length, check, data in zip(pids, lengths, checks, datas, strict=True)]
         # the slots ascend (the heap's lowest first, then new ones at the end): a run ends where the next
         # is not adjacent
-        runs = [(0, n)] if slots[-1] - slots[0] == n - 1 else _runs(slots)
+        runs = [(0, n)] if slots[-1] - slots[0] == n - 1 else _runs(slots, n)
         same = lengths.count(lengths[0]) == n  # (one padding between every two records)
         upto = 0
         try:
@@ -246,29 +249,17 @@ class DiskTier:
         fails become leftovers; the slots are freed (or kept as leftovers) in the order of ``pids``."""
         found: list[int | None] = list(map(self.pages.pop, pids, repeat(None)))  # each page's slot, off the map
         if None in found:  # pages not on disk: nothing to do for them
-            gone = [(slot, pid) for slot, pid in zip(found, pids, strict=True) if slot is not None]
-            if not gone:
-                return
-            slots, pids = [slot for slot, _ in gone], [pid for _, pid in gone]
-        elif found:
-            slots = cast(list[int], found)
-        else:
+            pids = [pid for slot, pid in zip(found, pids, strict=True) if slot is not None]
+            found = [slot for slot in found if slot is not None]
+        slots = cast(list[int], found)
+        if not slots:
             return
         stride, failed = self.stride, set()
         longest = max(1, RUN_BYTES // stride)
         ordered = sorted(slots)
         n_all = len(ordered)
-        if ordered[-1] - ordered[0] == n_all - 1 and n_all <= longest:  # one run (the common case)
-            runs = [(0, n_all)]
-        else:
-            runs, start, prev = [], 0, ordered[0]
-            for i in range(1, n_all):
-                slot = ordered[i]
-                if slot != prev + 1 or i - start >= longest:
-                    runs.append((start, i))
-                    start = i
-                prev = slot
-            runs.append((start, n_all))
+        one = ordered[-1] - ordered[0] == n_all - 1 and n_all <= longest  # one run (the common case)
+        runs = [(0, n_all)] if one else _runs(ordered, longest)
         for start, end in runs:
             first, n = ordered[start], end - start
             try:
