@@ -44,8 +44,7 @@ RUN_BYTES = 1 << 20  # the most one write clearing a run of adjacent records cov
 
 
 def _runs(slots: list[int], longest: int) -> list[tuple[int, int]]:
-    """The runs of adjacent slots in ascending ``slots``, each at most ``longest`` slots, as ``(start,
-    end)`` positions in it."""
+    """The runs of adjacent slots in ascending ``slots`` (at most ``longest`` each) as (start, end) positions."""
     runs, start, prev = [], 0, slots[0]
     for i in range(1, len(slots)):
         slot = slots[i]
@@ -254,13 +253,8 @@ class DiskTier:
         slots = cast(list[int], found)
         if not slots:
             return
-        stride, failed = self.stride, set()
-        longest = max(1, RUN_BYTES // stride)
-        ordered = sorted(slots)
-        n_all = len(ordered)
-        one = ordered[-1] - ordered[0] == n_all - 1 and n_all <= longest  # one run (the common case)
-        runs = [(0, n_all)] if one else _runs(ordered, longest)
-        for start, end in runs:
+        stride, failed, ordered = self.stride, set(), sorted(slots)
+        for start, end in _runs(ordered, max(1, RUN_BYTES // stride)):
             first, n = ordered[start], end - start
             try:
                 self.pwrite(bytes((n - 1) * stride + len(_CLEAR)) if n > 1 else _CLEAR, first * stride)
@@ -275,10 +269,9 @@ class DiskTier:
             for slot in slots:
                 push(free, slot)
             return
-        leftovers = self.leftovers
         for slot, pid in zip(slots, pids, strict=True):
             if slot in failed:
-                leftovers[slot] = pid
+                self.leftovers[slot] = pid
             else:
                 push(free, slot)
 
