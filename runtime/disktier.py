@@ -30,9 +30,7 @@ import heapq
 import os
 import struct
 from contextlib import suppress
-from itertools import repeat
 from pathlib import Path
-from typing import cast
 
 from .errors import CapacityError, TierError
 
@@ -43,15 +41,13 @@ _CLEAR = bytes(len(MAGIC))  # written over a record's magic: the slot holds no p
 RUN_BYTES = 1 << 20  # the most one write clearing a run of adjacent records covers
 
 
-def _runs(slots: list[int], longest: int) -> list[tuple[int, int]]:
-    """The runs of adjacent slots in ascending ``slots`` (at most ``longest`` each) as (start, end) positions."""
-    runs, start, prev = [], 0, slots[0]
+def _runs(slots: list[int]) -> list[tuple[int, int]]:
+    """The runs of adjacent slots in ascending ``slots``, as ``(start, end)`` positions in it."""
+    runs, start = [], 0
     for i in range(1, len(slots)):
-        slot = slots[i]
-        if slot != prev + 1 or i - start >= longest:
+        if slots[i] != slots[i - 1] + 1:
             runs.append((start, i))
             start = i
-        prev = slot
     runs.append((start, len(slots)))
     return runs
 
@@ -190,7 +186,7 @@ class DiskTier:
                    for pid, length, check, data in zip(pids, lengths, checks, datas, strict=True)]
         # the slots ascend (the heap's lowest first, then new ones at the end): a run ends where the next
         # is not adjacent
-        runs = [(0, n)] if slots[-1] - slots[0] == n - 1 else _runs(slots, n)
+        runs = [(0, n)] if slots[-1] - slots[0] == n - 1 else _runs(slots)
         same = lengths.count(lengths[0]) == n  # (one padding between every two records)
         upto = 0
         try:
@@ -246,34 +242,33 @@ class DiskTier:
 
         A run whose write fails is cleared again slot by slot, so exactly the slots whose own clearing
         fails become leftovers; the slots are freed (or kept as leftovers) in the order of ``pids``."""
-        found: list[int | None] = list(map(self.pages.pop, pids, repeat(None)))  # each page's slot, off the map
-        if None in found:  # pages not on disk: nothing to do for them
-            pids = [pid for slot, pid in zip(found, pids, strict=True) if slot is not None]
-            found = [slot for slot in found if slot is not None]
-        slots = cast(list[int], found)
-        if not slots:
+        pop = self.pages.pop
+        gone = [(slot, pid) for pid in pids if (slot := pop(pid, None)) is not None]
+        if not gone:
             return
-        stride, failed, ordered = self.stride, set(), sorted(slots)
-        for start, end in _runs(ordered, max(1, RUN_BYTES // stride)):
-            first, n = ordered[start], end - start
+        stride, failed = self.stride, set()
+        longest = max(1, RUN_BYTES // stride)
+        ordered = sorted(slot for slot, _ in gone)
+        start = 0
+        for i in range(1, len(ordered) + 1):
+            if i < len(ordered) and ordered[i] == ordered[i - 1] + 1 and i - start < longest:
+                continue
+            first, n = ordered[start], i - start
             try:
                 self.pwrite(bytes((n - 1) * stride + len(_CLEAR)) if n > 1 else _CLEAR, first * stride)
             except OSError:
-                for slot in ordered[start:end]:
+                for slot in ordered[start:i]:
                     try:
                         self.pwrite(_CLEAR, slot * stride)
                     except OSError:
                         failed.add(slot)
-        free, push = self.free_slots, heapq.heappush
-        if not failed:
-            for slot in slots:
-                push(free, slot)
-            return
-        for slot, pid in zip(slots, pids, strict=True):
+            start = i
+        free, leftovers = self.free_slots, self.leftovers
+        for slot, pid in gone:
             if slot in failed:
-                self.leftovers[slot] = pid
+                leftovers[slot] = pid
             else:
-                push(free, slot)
+                heapq.heappush(free, slot)
 
     def _clear(self, slot: int, pid: int) -> bool:
         """Clear the record in ``slot`` (written for ``pid``) and free the slot; a leftover if that fails."""
