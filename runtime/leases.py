@@ -14,7 +14,6 @@ Each call is all or nothing (one transaction).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from .collect import Collector
 from .errors import BadInputError, ForeignLeaseError, GuardRefused, LeaseReleasedError, StaleLeaseError
 from .lease import Lease, PartialSnapshot, ReadView
 from .pages import PageDirectory
-from .pipeline import Pipeline
+from .pipeline import Pipeline, vector_from
 from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
 from .sparse import frozen
@@ -49,16 +48,11 @@ class LeaseBook:
                 partial: PartialSnapshot | None = None, tail: int | None = None) -> Lease:
         """Pin the whole pages ``full`` (ids, block order; and the reader's own ``tail``) for
         ``reader``; the spec's refusal otherwise."""
-        pipe = self.pipe
         ids = frozen(full)  # one read-only copy: the lease's rows and the Lease share it
-        if len(ids) and tail is not None:  # both: one transaction
-            with pipe.atomic():
-                pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
-                pipe.fire("acquire_tail", reader.rid, tail)
-        elif len(ids):  # one batch alone is all or nothing already (a lookup's lease)
-            pipe.fire_batch("acquire", reader.rid, ids, distinct=True)
-        elif tail is not None:
-            pipe.fire("acquire_tail", reader.rid, tail)
+        if tail is None and len(ids) == 1:  # one page (most leases): one firing
+            self.pipe.firer("acquire")(reader.rid, int(ids[0]), None, None)
+        else:
+            self._fire(reader.rid, ("acquire", ids), None, tail)
         gens = self.store.vecs[GEN][ids]
         gens.flags.writeable = False  # a fresh array, now the Lease's own
         tail_gen = self.store.page(GEN, tail) if tail is not None else None
@@ -97,32 +91,62 @@ class LeaseBook:
 
     def release(self, lease: Lease) -> None:
         """Unpin every page of the lease; collect what nothing holds any more."""
-        pipe = self.pipe
         pinned = lease.pinned_ids
         pid = int(pinned[0]) if len(pinned) == 1 else -1
         if pid >= 0:  # one page (most leases): one scalar read, one firing
-            pipe.fire("release" if self.store.varrays[LPIN][(lease.reader, pid)] > 1 else "release_last",
-                      lease.reader, pid)
+            self.pipe.firer("release" if self.store.varrays[LPIN][(lease.reader, pid)] > 1 else "release_last")(
+                lease.reader, pid, None, None)
         else:
             counts = self.store.varrays[LPIN][(lease.reader, pinned)]
             if len(counts) and _MAX(counts) <= 1:  # the reader's only lease on every page (the common case)
-                more, last = pinned[:0], pinned
+                self._fire(lease.reader, ("release_last", pinned))
             else:
-                more, last = pinned[counts > 1], pinned[counts <= 1]
-            both = bool(len(more)) and bool(len(last))
-            with pipe.atomic() if both else nullcontext():
-                if len(more):
-                    pipe.fire_batch("release", lease.reader, more, distinct=True)
-                if len(last):
-                    pipe.fire_batch("release_last", lease.reader, last, distinct=True)
+                self._fire(lease.reader, ("release", pinned[counts > 1]), ("release_last", pinned[counts <= 1]))
         lease.released = True
         del self.leases[lease.lease_id]
         reader = self.readers.by_rid.get(lease.reader)
         if reader is not None:
             reader.leases.discard(lease.lease_id)
-        self.collector.collect_many(pinned[::-1])
+        self.collector.collect_many([pid] if pid >= 0 else pinned[::-1])
         if reader is not None:
             self.readers.retire_if_idle(reader)
+
+    def _fire(self, rid: int, first: tuple[str, np.ndarray], then: tuple[str, np.ndarray] | None = None,
+              tail: int | None = None) -> None:
+        """Fire event ``first[0]`` for reader ``rid`` on every page of ``first[1]`` (distinct), then
+        ``then``'s likewise, then ``acquire_tail`` on ``tail``: all or nothing, in that order, as
+        ``fire_batch`` fires each batch (at or above the event's vector crossover through it; below, each
+        page's firing in order, without its conversions and nested transaction) and ``fire`` the tail.
+        One firing alone needs no transaction (it is all or nothing on its own)."""
+        pipe = self.pipe
+        work = [batch for batch in ((first,) if then is None else (first, then)) if len(batch[1])]
+        if not work:  # the tail alone (or nothing)
+            if tail is not None:
+                pipe.firer("acquire_tail")(rid, tail, None, None)
+            return
+        name, ids = work[0]
+        if tail is None and len(work) == 1:  # one batch alone: as ``fire_batch`` fires it
+            if len(ids) == 1:
+                pipe.firer(name)(rid, int(ids[0]), None, None)
+                return
+            if len(ids) >= vector_from(name):
+                pipe.fire_batch(name, rid, ids, distinct=True)
+                return
+        savepoint = pipe.begin()
+        try:
+            for name, ids in work:
+                if len(ids) < vector_from(name) or len(ids) == 1:
+                    fire = pipe.firer(name)
+                    for pid in ids.tolist():
+                        fire(rid, pid, None, None)
+                else:
+                    pipe.fire_batch(name, rid, ids, distinct=True)
+            if tail is not None:
+                pipe.firer("acquire_tail")(rid, tail, None, None)
+        except BaseException:
+            pipe.rollback(savepoint)
+            raise
+        pipe.commit()
 
     def rows(self, leases: list[Lease], page_size: int) -> tuple[list[list[int]], list[list[int]], list[int]]:
         """Block-table rows (GPU slots), generation rows and lengths of ``leases`` for a kernel lease."""

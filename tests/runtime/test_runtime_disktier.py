@@ -212,3 +212,23 @@ def test_long_runs_cleared_by_writes_of_at_most_run_bytes(tmp_path: Path, monkey
     assert records(many) == records(one) and many.free_slots == one.free_slots and many.pages == one.pages
     for disk in (one, many):
         disk.close()
+
+
+def test_host_remove_many_is_remove_one_at_a_time() -> None:
+    """``HostTier.remove_many`` leaves what ``remove`` each leaves, and takes no lock when none of the
+    pages is on the host (pages forgotten from disk)."""
+    from morphcache.runtime.tiers import HostTier
+
+    for gone in ([], [5, 6], [1, 5, 3], [3, 3, 9], [0, 1, 2, 3]):
+        one, many = HostTier(8), HostTier(8)
+        for host in (one, many):
+            host.put_many([0, 1, 2, 3], [payload(p) for p in range(4)])
+        for pid in gone:
+            one.remove(pid)
+        many.remove_many(gone)
+        assert many.data == one.data and list(many.data) == list(one.data)
+    host = HostTier(8)
+    host.put(1, payload(1))
+    host._lock = None  # type: ignore[assignment]  # any use of the lock would fail
+    host.remove_many([5, 6, 7])
+    assert host.data == {1: payload(1)}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -14,6 +16,7 @@ from morphcache.runtime import (
     CacheManager,
     ForeignLeaseError,
     GuardRefused,
+    Lease,
     LeaseReleasedError,
     PinnedPageError,
     Ready,
@@ -175,3 +178,109 @@ def test_without_the_generation_comparison_the_oracle_sees_the_stale_bytes(
         tmp_path: Path, make_manager: Callable[..., CacheManager]) -> None:
     weaker = spec_variant(tmp_path, {**WEAK_OFFLOAD, **READ_WITHOUT_GENERATION})
     assert moved_under_a_kernel_lease(make_manager(weaker)) == [1]  # page 1's row reads b's bytes
+
+
+def _one_at_a_time(m: CacheManager) -> None:
+    """Make ``m``'s lease book fire every page's event one ``fire`` at a time, all in one transaction."""
+    pipe = m.parts.pipe
+
+    def fire(rid: int, first: tuple[str, Any], then: tuple[str, Any] | None = None, tail: int | None = None) -> None:
+        with pipe.atomic():
+            for name, ids in (first,) if then is None else (first, then):
+                for pid in ids.tolist():
+                    pipe.fire(name, rid, pid)
+            if tail is not None:
+                pipe.fire("acquire_tail", rid, tail)
+
+    m.parts.leases._fire = fire  # type: ignore[method-assign]
+
+
+def _twins(tmp_path: Path) -> tuple[list[CacheManager], Any, list[tuple[Any, Any]], Callable[[list[Any]], None]]:
+    """Two managers, the second firing one page at a time; the lease pairs both gave and ``keep``, which
+    adds the pair an operation's answers hold."""
+    from rt_helpers import small_config
+    from test_runtime_roombatch import Twins
+
+    opts = dict(gpu_pages=160, host_pages=8, disk_pages=64, pool_capacity=200, max_pin=3, prefetch_workers=1)
+    ms = [CacheManager(config=small_config(tmp_path / name, **opts)) for name in ("batched", "single")]
+    _one_at_a_time(ms[1])
+    leases: list[tuple[Any, Any]] = []
+
+    def keep(out: list[Any]) -> None:
+        if all(o[0] == "ok" for o in out):
+            got = [o[1].lease if isinstance(o[1], Ready) else o[1] for o in out]
+            if all(isinstance(g, Lease) for g in got):
+                leases.append((got[0], got[1]))
+
+    return ms, Twins(ms[0], ms[1]), leases, keep
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_leases_fired_in_batches_are_leases_fired_one_at_a_time(tmp_path: Path, seed: int) -> None:
+    """``LeaseBook``'s firings (a lease's pages below and above the vector crossover, with and without a
+    tail, a reader's second lease on a page, refusals at ``max_pin``) against one ``fire`` a page: the
+    same answers and the same state after every operation."""
+    ms, twin, leases, keep = _twins(tmp_path)
+    rng, seqs = random.Random(seed), []
+    for i in range(60):
+        draw = rng.random()
+        if draw < 0.3 or not seqs:
+            sid, n = f"s{i}", rng.choice([3, 9, 30, 70, 150, 230])
+            twin.do(lambda m, _: m.register(sid, toks(0, n)))  # noqa: B023 - called at once
+            seqs.append(sid)
+        elif draw < 0.55:
+            n, owner = rng.choice([4, 8, 13, 40, 120, 200, 228]), rng.choice([None, *seqs])
+            keep(twin.do(lambda m, _: m.lookup(toks(0, n), owner=owner)))  # noqa: B023
+        elif draw < 0.7:
+            sid = rng.choice(seqs)
+            keep(twin.do(lambda m, _: m.acquire(sid)))  # noqa: B023
+        elif draw < 0.9 and leases:
+            pair = leases.pop(rng.randrange(len(leases)))
+            twin.do(lambda m, k: m.release(pair[k]))  # noqa: B023
+        elif len(seqs) > 1:
+            sid = seqs.pop(rng.randrange(len(seqs)))
+            twin.do(lambda m, _: m.free(sid))  # noqa: B023
+    for pair in leases:
+        twin.do(lambda m, k: m.release(pair[k]))  # noqa: B023
+    for m in ms:
+        m.check_integrity()
+        m.close()
+
+
+def test_mixed_releases_and_refusals_fired_in_batches_are_fired_one_at_a_time(tmp_path: Path) -> None:
+    """A reader's leases over pages it holds once or twice: one page, a refusal at ``max_pin`` with a
+    tail, releases that fire ``release`` and ``release_last`` together (both below the crossover, one
+    above), each against one ``fire`` a page."""
+    ms, twin, leases, keep = _twins(tmp_path)
+    for sid, n in (("a", 4), ("c", 32), ("b", 200), ("x", 230)):
+        twin.do(lambda m, _: m.register(sid, toks(0, n)))  # noqa: B023
+
+    def take(op: Callable[[CacheManager], Any]) -> tuple[Any, Any]:
+        keep(twin.do(lambda m, _: op(m)))
+        return leases[-1]
+
+    def drop(pair: tuple[Any, Any]) -> None:
+        twin.do(lambda m, k: m.release(pair[k]))
+
+    one = take(lambda m: m.lookup(toks(0, 4), owner="x"))  # one page
+    eight = take(lambda m: m.lookup(toks(0, 32), owner="x"))  # the reader's second lease on page 0
+    fifty = take(lambda m: m.lookup(toks(0, 200), owner="x"))  # page 0 at max_pin
+    refused = twin.do(lambda m, _: m.lookup(toks(0, 32), owner="x"))
+    assert refused[0][0] == "refused"
+    wholes = [take(lambda m: m.acquire("x")) for _ in range(3)]
+    refused = twin.do(lambda m, _: m.acquire("x"))  # 57 pages and the tail: refused at max_pin
+    assert refused[0][0] == "refused"
+    drop(wholes.pop())  # the reader's pages held again, the tail not: ``release`` and ``release_last``
+    drop(eight)  # every page held again: ``release`` only
+    drop(one)
+    for pair in wholes:
+        drop(pair)
+    eight = take(lambda m: m.lookup(toks(0, 32), owner="x"))
+    drop(fifty)  # ``release`` on 8 pages, ``release_last`` on 42
+    drop(eight)
+    one, eight = take(lambda m: m.lookup(toks(0, 4), owner="x")), take(lambda m: m.lookup(toks(0, 32), owner="x"))
+    drop(eight)  # ``release`` on one page, ``release_last`` on 7
+    drop(one)
+    for m in ms:
+        m.check_integrity()
+        m.close()
