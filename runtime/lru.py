@@ -46,10 +46,10 @@ class LRUPolicy(EvictionPolicy):
     name = "lru"
     pure_proposals = True  # proposing only applies the buffered touches, as the next decision would
     few = 4096  # buffered touches up to this many are filed in Python (more: with numpy, a long backlog)
-    # a batch of touches up to this many moves its pages at once when nothing is buffered (the trace
-    # replay's accesses, holder changes and writes of 65-1024 pages cost less moved at once in Python than
-    # stamped with numpy and filed by the next decision: 1024 against 64, its notices ~4% less)
-    eager = 1024
+    # a batch of touches up to this many moves its pages at once when nothing is buffered (1024 made the
+    # trace replay's notices ~4% cheaper, about 0.7% of the replay, but a decode step's 256 touches and a
+    # 512-page lookup's accesses 10-30% dearer than stamped with numpy and filed by the next decision)
+    eager = 64
     removes_scalar = 1024  # pages removed at once up to this many are cleared page by page (``on_remove_many``)
     moves_placed = 256  # moves told at once up to this many are placed page by page (``_place_many``)
 

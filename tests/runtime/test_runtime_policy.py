@@ -506,11 +506,11 @@ def test_lru_long_moves_in_bulk_give_the_order_of_one_at_a_time(seed: int) -> No
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_lru_bulk_paths_past_a_lower_eager_size(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The twin tests above, with ``LRUPolicy.eager`` at 64 (their batch sizes straddle it): the touches
-    stamped with numpy and buffered, and the holders and accesses filed in bulk, give the same order as
-    one at a time as the batches moved at once in Python do."""
-    monkeypatch.setattr(LRUPolicy, "eager", 64)
+def test_lru_bulk_paths_past_a_higher_eager_size(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The twin tests above, with ``LRUPolicy.eager`` at 1024 (their batch sizes straddle it): the touches
+    of up to 1024 pages moved at once in Python give the same order as one at a time, as the batches
+    stamped with numpy and buffered do."""
+    monkeypatch.setattr(LRUPolicy, "eager", 1024)
     test_lru_decision_applies_only_its_queues_touches_with_the_same_order(seed)
     test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed)
     test_lru_write_notices_in_one_call_give_the_order_of_three(seed)
