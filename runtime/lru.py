@@ -308,37 +308,11 @@ class LRUPolicy(EvictionPolicy):
         if top >= len(self.code):
             self._ensure(top)
         code, pooled = self.code_bytes, self.pooled
-        if len(pages) > 8:  # the tier touches, then the pool's: each moved at once (``_touch_many``'s loops,
-            # the pages filtered in the same loop) where nothing is buffered for those queues, else buffered
-            if self.touched:
-                self._touch_many([page for page in pages if code[page]], False)
-            else:
-                clock, stamps, filed, queues = self.clock, self.stamp_cells, self.filed_bytes, self.queues
-                for page in pages:
-                    new = code[page]
-                    if new:
-                        clock += 1
-                        stamps[page] = clock
-                        old = filed[page]
-                        if old:
-                            del queues[old][page]
-                        queues[new][page] = None
-                        if old != new:
-                            filed[page] = new
-                self.clock = clock
-            if not pooled:
-                return
-            if self.pool_touched:
+        if len(pages) > 8:  # the tier touches, then the pool's (``_touch_many``: moved at once while nothing
+            # is buffered for those queues, else buffered)
+            self._touch_many([page for page in pages if code[page]], False)
+            if pooled:
                 self._touch_many([page for page in pages if page in pooled], True)
-                return
-            clock, cells, queue = self.clock, self.pool_stamp_cells, self.order["pool"]
-            for page in pages:
-                if page in pooled:
-                    clock += 1
-                    cells[page] = clock
-                    queue.pop(page, None)
-                    queue[page] = None
-            self.clock = clock
             return
         if not self.touched and not self.pool_touched:  # up to 8, nothing buffered: each page moved at
             # once (``_touch_one`` inlined)
@@ -486,22 +460,6 @@ class LRUPolicy(EvictionPolicy):
             if top >= len(self.code):
                 self._ensure(top)
             code = self.code_bytes
-            if not self.touched:  # nothing buffered: each GPU page re-coded and moved at once, in one loop
-                clock, stamps, filed, queues = self.clock, self.stamp_cells, self.filed_bytes, self.queues
-                for page in pages:
-                    was = code[page]
-                    if was == HOT or was == COLD:
-                        code[page] = new
-                        clock += 1
-                        stamps[page] = clock
-                        old = filed[page]
-                        if old:
-                            del queues[old][page]
-                        queues[new][page] = None
-                        if old != new:
-                            filed[page] = new
-                self.clock = clock
-                return
             gpu = [page for page in pages if code[page] == HOT or code[page] == COLD]
             for page in gpu:
                 code[page] = new
