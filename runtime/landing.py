@@ -71,36 +71,22 @@ class Landing:
         held = self.busy.held
         pipe = self.pipe
         plans = pipe.firer("copy_done"), pipe.firer("verify"), pipe.proposer("land")
+        land = self.land
         if self.batched and len(job) > 1 and all(pid in held for pid, _, _ in job):  # (nothing forgotten here)
             moves: list[PageRecord] = []  # the landed pages' moves, told together (before any other notice)
-            records, get = self.pages.records, self.pages.get
-            copy_done, verify, propose_land = plans
-            read, page_bytes, moved = self.storage.data.read, self.page_bytes, self.metrics.bytes_moved
             for (pid, slot, source), length in zip(job, lengths, strict=True):
-                try:  # ``land`` in line (a whole copy whose checksum is the page's: no other verdict looked for)
-                    rec = records.get(pid)
-                    if rec is None:
-                        rec = get(pid)  # (raises)
-                    copy_done(None, pid, None, None)
-                    reason = None if length == page_bytes and checksum(read(slot)) == rec.checksum \
-                        else self._verdict(rec, slot, length)
-                    verify(None, pid, None, _INTACT if reason is None else _BROKEN)
-                    if propose_land(None, pid):  # the spec decides, from what verify recorded
-                        moved[_LANDED[source]] += length or 0
-                        moves.append(rec)
-                    else:
-                        self._refused(rec, reason or "refused", moves)
+                try:
+                    land(pid, slot, source, length, moves, plans)
                     done.append(pid)
                 except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
                     error = error or exc
             self._moved(moves)
-            deferred = self.busy.deferred
+            records, deferred = self.pages.records, self.busy.deferred
             for pid, _, _ in job:  # held: what ``collect`` does to a held page, collected when the hold ends
                 inflight.pop(pid, None)
                 if pid in records:
                     deferred.add(pid)
         else:
-            land = self.land
             for (pid, slot, source), length in zip(job, lengths, strict=True):
                 try:
                     try:
@@ -142,7 +128,7 @@ class Landing:
         moves kept there told first when a page does not land: its ``corrupt`` tells the policy).
         ``plans``: the pipeline's ``firer`` of copy_done and verify and ``proposer`` of land (the caller
         landing many copies fetches them once)."""
-        pipe = self.pipe
+        pipe, storage = self.pipe, self.storage
         rec = self.pages.get(pid)
         copy_done, verify, land = plans or (pipe.firer("copy_done"), pipe.firer("verify"), pipe.proposer("land"))
         copy_done(None, pid, None, None)
@@ -155,16 +141,11 @@ class Landing:
             else:
                 moves.append(rec)
             return
-        self._refused(rec, reason or "refused", moves)
-
-    def _refused(self, rec: PageRecord, reason: str, moves: list[PageRecord] | None) -> None:
-        """A copy that did not land (``reason``): the moves kept in ``moves`` told first, then ``corrupt``
-        fired on the page, its slot freed and the policy told it was dropped."""
         if moves:
             self._moved(moves)
-        self.pipe.fire("corrupt", None, rec.pid)
-        self.metrics.corrupt_pages[reason] += 1
-        self.storage.free_slot(rec)
+        pipe.fire("corrupt", None, pid)
+        self.metrics.corrupt_pages[reason or "refused"] += 1
+        storage.free_slot(rec)
         self.seam.moved(rec, "dropped")
 
     def _moved(self, moves: list[PageRecord]) -> None:
