@@ -115,8 +115,8 @@ class LeaseBook:
               tail: int | None = None) -> None:
         """Fire event ``first[0]`` for reader ``rid`` on every page of ``first[1]`` (distinct), then
         ``then``'s likewise, then ``acquire_tail`` on ``tail``: all or nothing, in that order, as
-        ``fire_batch`` fires each batch (at or above the event's vector crossover through it; below, each
-        page's firing in order, without its conversions and nested transaction) and ``fire`` the tail.
+        ``fire_batch`` fires each batch (``Pipeline.fire_within`` inside one transaction) and ``fire`` the
+        tail.
         One firing alone needs no transaction (it is all or nothing on its own)."""
         pipe = self.pipe
         work = [batch for batch in ((first,) if then is None else (first, then)) if len(batch[1])]
@@ -125,22 +125,13 @@ class LeaseBook:
                 pipe.firer("acquire_tail")(rid, tail, None, None)
             return
         name, ids = work[0]
-        if tail is None and len(work) == 1:  # one batch alone: as ``fire_batch`` fires it
-            if len(ids) == 1:
-                pipe.firer(name)(rid, int(ids[0]), None, None)
-                return
-            if len(ids) >= vector_from(name):
-                pipe.fire_batch(name, rid, ids, distinct=True)
-                return
+        if tail is None and len(work) == 1 and (len(ids) == 1 or len(ids) >= vector_from(name)):
+            pipe.fire_batch(name, rid, ids, distinct=True)  # (all or nothing on its own: no transaction here)
+            return
         savepoint = pipe.begin()
         try:
             for name, ids in work:
-                if len(ids) < vector_from(name) or len(ids) == 1:
-                    fire = pipe.firer(name)
-                    for pid in ids.tolist():
-                        fire(rid, pid, None, None)
-                else:
-                    pipe.fire_batch(name, rid, ids, distinct=True)
+                pipe.fire_within(name, rid, ids)
             if tail is not None:
                 pipe.firer("acquire_tail")(rid, tail, None, None)
         except BaseException:

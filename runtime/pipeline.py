@@ -459,6 +459,19 @@ class Pipeline:
             return VectorFiring(self, ev, plan, r, p, count, distinct).run(atomic)
         return self.fire_each(ev, r, p, count, atomic)
 
+    def fire_within(self, name: str, r: int | None, p: np.ndarray | None, listed: list[int] | None = None) -> None:
+        """``fire_batch(name, r, p, distinct=True)`` inside a transaction of the caller's that a refusal
+        undoes whole: below the event's vector crossover each page's firing in order, without the batch's
+        nested transaction and conversions (``listed``: the same pages as a list, when the caller has one;
+        ``p`` None: made from it when the batch goes to the vector backend)."""
+        count = len(listed) if listed is not None else len(p)  # type: ignore[arg-type]
+        if count >= vector_from(name):
+            self.fire_batch(name, r, np.array(listed, dtype=np.int64) if p is None else p, distinct=True)
+            return
+        fire = self.firer(name)
+        for pid in (listed if listed is not None else p.tolist()):  # type: ignore[union-attr]
+            fire(r, pid, None, None)
+
     def fire_repeat(self, name: str, r: int, p: int, k: int) -> None:
         """Fire ``name`` ``k`` times for reader ``r`` on page ``p`` (each firing sees the ones before),
         all or none: the appends that fill a page."""

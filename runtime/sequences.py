@@ -30,7 +30,7 @@ from .lease import Lease
 from .morphology import Morphology
 from .pages import PageDirectory
 from .pagewriter import PageWriter, Pending
-from .pipeline import Pipeline, vector_from
+from .pipeline import Pipeline
 from .readers import ReaderRecord, ReaderTable
 from .seam import PolicySeam
 from .tiering import TierMover
@@ -121,13 +121,10 @@ class Sequences:
 
     def _fire_pages(self, name: str, rid: int, ids: np.ndarray | None, listed: list[int]) -> None:
         """``fire_batch(name, rid, ids)`` over distinct pages (``listed`` the same as a list; ``ids`` None:
-        made when needed) inside the caller's transaction: below the event's vector crossover each page's
-        firing in order, as ``fire_batch`` would, without its nested transaction (the caller's is all or
-        nothing already) and the conversions (``short_table`` 0: always through ``fire_batch``)."""
-        if self.short_table and len(listed) < vector_from(name):
-            fire = self.pipe.firer(name)
-            for pid in listed:
-                fire(rid, pid, None, None)
+        made when needed) inside the caller's transaction (``Pipeline.fire_within``; ``short_table`` 0:
+        always through ``fire_batch``)."""
+        if self.short_table:
+            self.pipe.fire_within(name, rid, ids, listed)
         else:
             self.pipe.fire_batch(name, rid, np.array(listed, dtype=np.int64) if ids is None else ids, distinct=True)
 
