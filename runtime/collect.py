@@ -46,11 +46,17 @@ class Collector:
         self.batched = True  # clean up after a batch of forgotten pages together (``collect_in_turn``)
 
     def holds(self, pid: int) -> bool:
-        """Whether anything keeps page ``pid`` (see the module doc; ``_walk`` and ``_plan`` read it in line)."""
-        rec, cols, holders = self.pages.find(pid), self.store.cols, self._holders
-        return rec is not None and bool(rec.children > 0 or self.busy(pid) or cols[POOL][pid] == self._pooled
-                                        or cols[PIN][pid] or (holders.get(pid) is not None if holders is not None
-                                                              else self.store.readers_at((BLOCK,), pid)))
+        """Whether anything keeps page ``pid`` (see the module doc)."""
+        rec = self.pages.find(pid)
+        return rec is not None and self._held(rec, pid)
+
+    def _held(self, rec: PageRecord, pid: int) -> bool:
+        """Whether anything keeps ``pid``, whose record is ``rec`` (``_plan`` reads it in line, with the
+        children its walk counts gone)."""
+        busy, cols, holders = self.busy, self.store.cols, self._holders
+        return bool(rec.children > 0 or pid in busy.inflight or busy.held.get(pid, 0) > 0
+                    or cols[POOL][pid] == self._pooled or cols[PIN][pid]
+                    or (holders.get(pid) is not None if holders is not None else self.store.readers_at((BLOCK,), pid)))
 
     def collect(self, pid: int, keep: Container[int] = NOTHING) -> None:
         """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
@@ -60,15 +66,13 @@ class Collector:
         """``collect``; with ``gone``, each page's record and id are dropped as it is forgotten (what the
         next ``holds`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
         left to ``forgotten_many``."""
-        records, busy, cols, holders = self.pages.records, self.busy, self.store.cols, self._holders
-        inflight, held, pool, pin, pooled = busy.inflight, busy.held, cols[POOL], cols[PIN], self._pooled
+        records, busy, held_by = self.pages.records, self.busy, self._held
+        held = busy.held
         while pid >= 0 and pid not in keep:
             rec = records.get(pid)
             if rec is None:
                 return
-            if rec.children > 0 or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled or pin[pid] \
-                    or (holders.get(pid) is not None if holders is not None
-                        else self.store.readers_at((BLOCK,), pid)):  # ``holds`` in line
+            if held_by(rec, pid):
                 if pid in held:
                     busy.deferred.add(pid)  # collected again when the hold ends
                 return
@@ -179,7 +183,7 @@ class Collector:
                     break
                 if rec.children > gone or pid in inflight or held.get(pid, 0) > 0 or pool[pid] == pooled \
                         or pin[pid] or (slots[pid] != NOBODY if slots is not None
-                                        else self.store.readers_at((BLOCK,), pid)):  # ``holds`` in line
+                                        else self.store.readers_at((BLOCK,), pid)):  # ``_held`` in line
                     if pid in held:
                         deferred.append((j, pid))
                     break
