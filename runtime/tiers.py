@@ -170,11 +170,9 @@ class Storage:
             free = self.data.free
             for slot in slots:
                 free(slot)
-        owner = self.slots.owner
-        for rec in recs:  # each slot off its owner (``SlotPool.give_many``) and its record, in one pass
-            del owner[rec.gpu_slot]
+        self.slots.give_many(slots)
+        for rec in recs:
             rec.gpu_slot = -1
-        self.slots.free_slots.extend(slots)
 
     def read_many(self, recs: Sequence[PageRecord]) -> list[bytes]:
         """The payloads of ``recs`` (each on the GPU), in order: the data plane's ``read_many`` of their
