@@ -113,8 +113,8 @@ class ReaderTable:
     def idle(self, rec: ReaderRecord) -> bool:
         """Nothing keeps the reader: sequence and graph idle, no page held, no lease."""
         store = self.store
-        rcols, rid = store.rcols, rec.rid
-        return (rcols[SEQ][rid] != self._active and rcols[GRAPH][rid] == self._idle_graph and not rec.leases
+        rid = rec.rid
+        return (not self.active(rec) and store.rcols[GRAPH][rid] == self._idle_graph and not rec.leases
                 and not rec.block and not store.has_rp(BLOCK, rid) and not store.has_rp(LPIN, rid))
 
     def retire_if_idle(self, rec: ReaderRecord) -> bool:
