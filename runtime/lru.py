@@ -32,11 +32,11 @@ class LRUPolicy(EvictionPolicy):
     While nothing is buffered, a touch moves its page at once (a notice of up to ``eager`` pages in
     Python; a room's long batch of moves in bulk).  A longer notice (a prefix looked up, attached or
     freed: one vector write of stamps) buffers its pages instead, and so does every touch after it
-    until a decision reads those queues; they then take the touched pages, in the order of their last
-    stamp (many at once: out of the queues they sat in, a column says which, then into their new ones,
-    each queue's by one bulk call).  The pages not touched since keep their order ahead of the touched
-    ones, exactly as if every touch had moved its page at once; a page touched many times between two
-    decisions is moved once::
+    until a decision reads those queues (a long notice's pages kept as its array, not listed one by
+    one); they then take the touched pages, in the order of their last stamp (many at once: out of the
+    queues they sat in, a column says which, then into their new ones, each queue's by one bulk call).
+    The pages not touched since keep their order ahead of the touched ones, exactly as if every touch
+    had moved its page at once; a page touched many times between two decisions is moved once::
 
         page       7    12    40    41          code: its queue now (0: none), in a column
         stamp      3     9     5     8          touched since the last decision: 12, 40, 41
@@ -70,8 +70,10 @@ class LRUPolicy(EvictionPolicy):
         self.pool_stamp_cells, self.pool_stamp = _stamps(64)
         self.last = np.zeros(64, dtype=np.int64)  # scratch: a page's last position among the touches
         self.clock = 0
-        self.touched: list[int] = []  # pages touched since the last decision, in touch order (flat)
-        self.pool_touched: list[int] = []
+        self.touched: list[int] = []  # pages touched since the last decision, in touch order (flat; -1:
+        self.pool_touched: list[int] = []  # the next of ``bulk``'s arrays, a long notice's pages, in its place)
+        self.bulk: list[np.ndarray] = []
+        self.pool_bulk: list[np.ndarray] = []
         self.held = [0, 0]  # entries in the two lists above (tier, pool), compacted when they outgrow the pages
         self.deciding = False  # whether a decision has read the tier queues yet
         # ``on_written`` (a fresh page filed once: its access supersedes its insert and hold), unless a
@@ -168,7 +170,14 @@ class LRUPolicy(EvictionPolicy):
             return
         (self.pool_stamp if pool else self.stamp)[pages] = np.arange(self.clock + 1, self.clock + n + 1)
         self.clock += n
-        (self.pool_touched if pool else self.touched).extend(pages if isinstance(pages, list) else pages.tolist())
+        touched = self.pool_touched if pool else self.touched
+        if isinstance(pages, list):
+            touched.extend(pages)
+        elif n > self.eager:  # a long notice's array kept whole (a copy), a marker in its place
+            touched.append(BULK)
+            (self.pool_bulk if pool else self.bulk).append(pages.copy())
+        else:
+            touched.extend(pages.tolist())
         held = self.held
         held[pool] += n
         if held[0] + held[1] > 65536 + 4 * (self._filed() + len(self.pooled)):
@@ -185,22 +194,39 @@ class LRUPolicy(EvictionPolicy):
 
     def _compact(self) -> None:
         """The touched pages kept once each (no decision for a long while)."""
-        self.touched, self.pool_touched = (p if isinstance(p, list) else p.tolist()
-                                           for p in (self._pending(self.touched), self._pending(self.pool_touched)))
-        self.held = [len(self.touched), len(self.pool_touched)]
+        held = []
+        for touched, bulk in ((self.touched, self.bulk), (self.pool_touched, self.pool_bulk)):
+            pending = self._pending(touched, bulk)
+            if isinstance(pending, list):
+                touched.extend(pending)
+            elif len(pending):
+                touched.append(BULK)
+                bulk.append(pending)
+            held.append(len(pending))
+        self.held = held
 
-    def _pending(self, touched: list[int]) -> list[int] | np.ndarray:
-        """The pages of ``touched``, each once, in the order of their last touch (and ``touched``
-        emptied): a list when they are few, else an int64 array.  The entries were appended in touch
-        order (stamps rise along them), so a page's last touch is its last occurrence: found with a
-        scratch column (each page's last position written, then compared), no sort."""
-        if len(touched) <= self.few:  # few: in Python
+    def _pending(self, touched: list[int], bulk: list[np.ndarray]) -> list[int] | np.ndarray:
+        """The pages of ``touched`` (each ``BULK`` marker standing for the next array of ``bulk``), each
+        once, in the order of their last touch (and both emptied): a list when they are few, else an
+        int64 array.  The entries were appended in touch order (stamps rise along them), so a page's
+        last touch is its last occurrence: found with a scratch column (each page's last position
+        written, then compared), no sort."""
+        if not bulk and len(touched) <= self.few:  # few: in Python
             pages = list(dict.fromkeys(reversed(touched)))
             pages.reverse()
             touched.clear()
             return pages
         ids = np.array(touched, dtype=np.int64)
         touched.clear()
+        if bulk:  # each marker replaced by its array, in place
+            parts: list[np.ndarray] = []
+            start = 0
+            for marker, arr in zip(np.flatnonzero(ids == BULK).tolist(), bulk, strict=True):
+                parts += (ids[start:marker], arr)
+                start = marker + 1
+            parts.append(ids[start:])
+            ids = np.concatenate(parts)
+            bulk.clear()
         at = np.arange(len(ids))
         last = self.last
         last[ids] = -1
@@ -234,7 +260,7 @@ class LRUPolicy(EvictionPolicy):
         if pool:
             if self.pool_touched:
                 pool_queue = self.order["pool"]
-                pending = self._pending(self.pool_touched)
+                pending = self._pending(self.pool_touched, self.pool_bulk)
                 listed = filter(self.pooled.__contains__, pending) if isinstance(pending, list) else \
                     pending[self.in_pool[pending]].tolist()
                 for page in listed:
@@ -244,7 +270,7 @@ class LRUPolicy(EvictionPolicy):
             return
         self.deciding = True
         if self.touched:
-            pending = self._pending(self.touched)
+            pending = self._pending(self.touched, self.bulk)
             if isinstance(pending, list):  # a few: page by page
                 self._file_each(pending)
             else:
@@ -555,6 +581,7 @@ QUEUES: tuple[str | None, ...] = (None, "gpu_cold", "gpu_hot", "host", "disk")  
 CODES = {name: code for code, name in enumerate(QUEUES) if name is not None}
 CODES_OF: dict[str | None, int] = {name: code for code, name in enumerate(QUEUES)}
 COLD, HOT = CODES["gpu_cold"], CODES["gpu_hot"]
+BULK = -1  # in a touched list: the next array of its bulk list (a long notice's pages), never a page id
 _POOLED = attrgetter("pooled")
 TIER_CODES = {"host": CODES["host"], "disk": CODES["disk"]}  # the queue of a page off the GPU on that tier
 

@@ -288,6 +288,38 @@ def test_lru_touches_filed_in_bulk_give_the_order_filed_one_by_one(seed: int) ->
 
 
 @pytest.mark.parametrize("seed", range(3))
+def test_lru_long_notices_buffered_as_arrays_give_the_order_of_single_touches(seed: int) -> None:
+    """A long access buffered behind another keeps its pages as one array (a ``BULK`` marker in the
+    touched list), compacted at any moment or not: the proposals and queues are those of the same
+    pages touched one ``on_access`` at a time (the stamps differ: a long access stamps every tier touch,
+    then the pool's)."""
+    import random
+
+    rng = random.Random(seed)
+    bulk, single = LRUPolicy(), LRUPolicy()
+    metas: dict[int, tuple[PageMeta, PageMeta]] = {}
+    for step in range(600):
+        op = rng.random()
+        if op < 0.15 or not metas:
+            inserted(metas, (bulk, single), rng.sample(range(2000), rng.choice([1, 5, 80])), pooled_every=3,
+                     held_every=4)
+        elif op < 0.6:
+            pids = rng.sample(sorted(metas), min(len(metas), rng.choice([2, 70, 300, 900])))
+            bulk.on_access_many([metas[p][0] for p in pids], step)
+            for p in pids:
+                single.on_access(metas[p][1], step)
+        elif op < 0.7:
+            pid = rng.choice(sorted(metas))
+            removed(metas.pop(pid), (bulk, single))
+        elif op < 0.8:
+            bulk._compact()
+        else:
+            same_proposals(bulk, single, rng.choice(DECISIONS), step)
+        assert bulk.clock == single.clock, step
+    same_order(bulk, single)
+
+
+@pytest.mark.parametrize("seed", range(3))
 def test_lru_write_notices_in_one_call_give_the_order_of_three(seed: int) -> None:
     """``on_written`` (a write's fresh pages inserted and held, then every page it wrote accessed, in one
     call with the metadata already final) leaves LRU's queues and proposals exactly as the three
