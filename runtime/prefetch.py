@@ -17,7 +17,7 @@ its payload both in the slot and at its source.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -85,7 +85,7 @@ class Prefetcher:
         with self.tiers.holding(pid, frozenset() if held else protect):
             return self._prefetch(pid, protect, start)
 
-    def reserve(self, pids: list[int], protect: frozenset[int] | set[int]) -> None:
+    def reserve(self, pids: Sequence[int], protect: frozenset[int] | set[int]) -> None:
         """Before ``prefetch`` of each of ``pids`` in turn (the caller holds them and ``protect``): the
         GPU room their copies will take, made in one go when that is exactly the room they would make
         one slot at a time (``roombatch.make_room_batch``); otherwise nothing (each makes its own).  The
@@ -105,7 +105,7 @@ class Prefetcher:
         if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
 
-    def prefetch_many(self, pids: list[int], protect: frozenset[int],
+    def prefetch_many(self, pids: Sequence[int], protect: frozenset[int],
                       own: list[Copy] | None = None) -> tuple[list[Future[None]], list[tuple[int, str]]]:
         """``prefetch(pid, protect, held=True, start=False)`` for each of ``pids`` in order (the caller
         holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
@@ -136,7 +136,7 @@ class Prefetcher:
                 failed.append((pid, str(exc)))
         return futures, failed
 
-    def prefetch_here(self, pids: list[int],
+    def prefetch_here(self, pids: Sequence[int],
                       protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
         """(lock held) ``reserve`` and ``prefetch_many`` of ``pids``, their copies then fetched and landed
         here, under the lock (no hand-off, no future to complete: nothing else sees them in flight): the
