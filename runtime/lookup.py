@@ -43,7 +43,9 @@ from .search import HitSearch
 from .state import StateStore
 from .tiers import Storage
 
-VECTOR_FROM = 24  # hits of at least this many pages are checked by the vector backend
+VECTOR_FROM = 64  # hits of at least this many pages are checked by the vector backend (the generated loop
+# costs about half a microsecond a page; the vector pass some 30 us, more in the trace replay, where the
+# effective search over its array costs more than over the loop's list too: timed there)
 _WORD = np.dtype("<u8")  # eight bytes read as one word, byte k its bits 8k .. 8k+7
 _GATHER = np.uint64(sum(1 << 7 * (8 - k) for k in range(8)))  # byte k's low bit to bit 56 + k
 _TOP = np.uint64(56)
