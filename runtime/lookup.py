@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import reduce
-from itertools import repeat
 from operator import and_
 from typing import Any, TypeVar
 
@@ -35,7 +34,7 @@ from .lease import PartialSnapshot
 from .leases import LeaseBook
 from .metrics import Metrics
 from .pages import PageDirectory
-from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, Routes, choose_path
+from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, RecoveryPlan, choose_path
 from .readers import ReaderTable
 from .recurrent import NoRecurrentState, RecurrentPart
 from .seam import PolicySeam
@@ -51,7 +50,6 @@ _GATHER = np.uint64(sum(1 << 7 * (8 - k) for k in range(8)))  # byte k's low bit
 _TOP = np.uint64(56)
 
 
-PREFETCH, RECOMPUTE, COMPRESS = "prefetch", "recompute", "compress"  # the recovery paths a plan counts
 _NAMED_PAGE = "n['p']"  # how generated source reads the page
 _COLUMN = re.compile(r"(?<![\w\]'\"])a\['([A-Za-z_]\w*)'\]")  # how it reads a state variable's column
 _NAMES = re.compile(r"(?<![\w.'\"])n\b")  # and any name
@@ -278,6 +276,9 @@ class Lookups:
         chosen: list[tuple[int, str, int, str]] = []  # (block, object, page, path): sorted as assignments are
         in_place = 0
         missing: dict[str, int] = {}
+        recompute: set[int] = set()  # blocks
+        prefetch: set[int] = set()  # pages
+        compress: set[int] = set()  # pages
         for k, (obj, needed) in enumerate(zip(self.objects, self.search.needed_blocks(len(pages), target),
                                               strict=True)):
             bit = 1 << k
@@ -289,45 +290,33 @@ class Lookups:
             if not unready:
                 continue
             missing[obj] = len(unready)
+            conditions = recovery[obj]
             pids = [pages[p] for p in unready]
-            got: list[Any] = self._choose[obj](pids, names, arrays) if fast else [None] * len(pids)  # (the general
-            if None in got:                                                                   # path: the closures)
-                conditions = recovery[obj]
-                for i, (p, pid) in enumerate(zip(unready, pids, strict=True)):
-                    if got[i] is None:  # DiversionError when not exactly one holds
-                        names["p"] = pid
-                        got[i] = choose_path(obj, pid, p, conditions, names, arrays)
-            chosen += zip(unready, repeat(obj), pids, got)
+            got = self._choose[obj](pids, names, arrays) if fast else [None] * len(pids)  # (the general path:
+            for p, pid, path in zip(unready, pids, got, strict=True):                  # the closures)
+                if path is None:  # DiversionError when not exactly one holds
+                    names["p"] = pid
+                    path = choose_path(obj, pid, p, conditions, names, arrays)
+                chosen.append((p, obj, pid, path))
+                if path == "prefetch":
+                    prefetch.add(pid)
+                elif path == "recompute":
+                    recompute.add(p)
+                elif path == "compress":
+                    compress.add(pid)
         chosen.sort()  # by block, then object: (block, object) is unique
         owned = self.states.objects  # recovered by the recurrent part, priced like the others
-        new, assignments = _NEW, []
-        done: dict[str, int] = {}  # assignments by path, in the order the paths first appear
-        on: dict[str, list[int]] = {PREFETCH: [], RECOMPUTE: [], COMPRESS: []}  # blocks by path, ascending
-        for p, obj, pid, path in chosen:
-            a = new(Assignment)
-            a.__dict__.update(page=pid, block=p, obj=obj, path=path)  # (``_frozen``'s fill, in line)
-            assignments.append(a)
-            done[path] = done.get(path, 0) + 1
-            blocks = on.get(path)
-            if blocks is not None and (not blocks or blocks[-1] != p):  # (a block's objects are adjacent)
-                blocks.append(p)
+        assignments = [_assignment(pid, p, obj, path) for p, obj, pid, path in chosen]
+        page_level = tuple(a for a in assignments if a.obj not in owned) if owned else tuple(assignments)
+        state_level = tuple(a for a in assignments if a.obj in owned) if owned else ()
         c = self.C
-        rtokens = sum([min((p + 1) * c, target) - p * c for p in on[RECOMPUTE]])
+        rtokens = sum(min((p + 1) * c, target) - p * c for p in recompute)
         page_bytes = self.config.page_bytes or self.storage.data.page_bytes
-        prefetch = [pages[p] for p in on[PREFETCH]]
-        if owned:
-            page_level = tuple(a for a in assignments if a.obj not in owned)
-            state_level = tuple(a for a in assignments if a.obj in owned)
-        else:
-            page_level, state_level = tuple(assignments), ()
-        plan = _frozen(RecoveryPlan, nominal=hit.tokens, effective=eff, target=target, pages=pages,
+        return _frozen(RecoveryPlan, nominal=hit.tokens, effective=eff, target=target, pages=pages,
                        assignments=page_level, in_place=in_place, recompute_tokens=rtokens,
                        bytes_to_move=len(prefetch) * page_bytes, pages_to_prefetch=len(prefetch),
-                       pages_to_compress=len(on[COMPRESS]), missing=missing,
-                       state=self.states.path(pages, target, owner), state_assignments=state_level)
-        if not owned:  # (its routes are those of every assignment: ``routes_of`` gives the same)
-            plan.__dict__["routes"] = Routes(tuple(prefetch), tuple([pages[p] for p in on[RECOMPUTE]]), done)
-        return plan
+                       pages_to_compress=len(compress), missing=missing, state=self.states.path(pages, target, owner),
+                       state_assignments=state_level)
 
 
 _NEW = object.__new__
@@ -337,8 +326,15 @@ T = TypeVar("T")
 def _frozen(cls: type[T], **fields: Any) -> T:
     """``cls(**fields)`` for a frozen dataclass with no ``__post_init__``: the same value (equal,
     hashing alike), its fields set in one update of its ``__dict__`` instead of the frozen
-    ``__init__``'s guarded write per field (a lookup's answers; a plan fills its assignments so in line)."""
+    ``__init__``'s guarded write per field (a lookup's answers and a plan's assignments)."""
     out: T = _NEW(cls)
     out.__dict__.update(fields)
     return out
 
+
+def _assignment(page: int, block: int, obj: str, path: str) -> Assignment:
+    """``Assignment(page, block, obj, path)`` as ``_frozen`` makes it (a plan makes one per unready page
+    and object)."""
+    out: Assignment = _NEW(Assignment)
+    out.__dict__.update(page=page, block=block, obj=obj, path=path)
+    return out

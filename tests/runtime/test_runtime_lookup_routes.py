@@ -1,7 +1,9 @@
-"""A lookup's plan comes with its routes (``RecoveryPlan.routes``: the pages on the prefetch and the
-recompute paths, the assignments counted by path) made in the plan's own pass; they must be exactly
-what ``routes_of`` reads off the plan's assignments (and ``pages_on`` says), on the fast path and the
-general one, on random workloads whose prompts are pushed off the GPU and recovered."""
+"""A plan's routes (``RecoveryPlan.routes``: the pages on the prefetch and the recompute paths, the
+assignments counted by path) are made once, when the lookup counts the plan, and read again by the
+recovery; they must be exactly what ``routes_of`` reads off the plan's assignments and what
+``pages_on`` says (a copy of the plan makes its own, the same), the recovery's report counting the
+same, on the fast path and the general one, on random workloads whose prompts are pushed off the GPU
+and recovered."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from morphcache.runtime.plan import RecoveryPlan, routes_of
 
 def _check(plan: RecoveryPlan) -> None:
     made = plan.__dict__.get("routes")
-    assert made is not None, "a lookup's plan comes with its routes"
+    assert made is not None, "the lookup counted the plan by its routes"
     want = routes_of(plan.assignments)
     assert made == want and dict(made.done) == dict(want.done) and list(made.done) == list(want.done)
     assert made.prefetch == plan.pages_on("prefetch") and made.recompute == plan.pages_on("recompute")
