@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from .binding import GEN
 from .collect import Busy, Collector
 from .config import RuntimeConfig
 from .errors import MorphcacheError, TierError
@@ -66,9 +67,6 @@ class Prefetcher:
         self._queued: list[Copy] = []  # copies ``start_queued`` starts
         self._queued_future: Future[None] | None = None  # the one future they share
 
-    def _gen(self, pid: int) -> int:
-        return self.pipe.store.page("gen", pid)
-
     def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset(), *,
                  held: bool = False, start: bool = True) -> Future[None]:
         """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
@@ -100,7 +98,7 @@ class Prefetcher:
         need = 0
         for pid in pids:
             rec = records.get(pid)
-            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and allowed(None, pid):
+            if rec is not None and pid not in inflight and rec.tier in ("host", "disk") and allowed(None, pid):
                 need += 1
         if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
@@ -126,7 +124,7 @@ class Prefetcher:
                 continue
             if disk is not None and disk.leftovers:  # a move's sweep
                 sweep()
-            source = rec.meta.tier
+            source = rec.tier
             try:
                 if (source != "host" and source != "disk") or not slots.free_slots:
                     futures.append(self._prefetch(pid, protect, False, own))  # its room made, or its refusal
@@ -153,7 +151,7 @@ class Prefetcher:
                   own: list[Copy] | None = None) -> Future[None]:
         rec = self.pages.get(pid)
         pipe = self.pipe
-        source = rec.meta.tier
+        source = rec.tier
         slots = self.storage.slots
         if source in ("host", "disk") and slots.free_slots:  # no room to make first (``reserve`` made it):
             slot = slots.take(pid)                            # the firing decides, a refusal gives it back
@@ -176,7 +174,7 @@ class Prefetcher:
             self.storage.slots.give(slot)
             raise
         try:
-            self.storage.place(rec, slot, self._gen(pid))
+            self.storage.place(rec, slot, self.pipe.store.cols[GEN][pid])  # (a column of ints)
             if own is not None:
                 fut: Future[None] = _HERE
                 own.append((pid, slot, source))
