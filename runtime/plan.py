@@ -89,7 +89,8 @@ class RecoveryPlan:
 
     @cached_property
     def routes(self) -> Routes:
-        """``routes_of(assignments)``, made once (a lookup's plan is made with it: the same value)."""
+        """``routes_of(assignments)``, made on first use and kept (a lookup counts its plan's paths off
+        it; the recovery reads it again)."""
         return routes_of(self.assignments)
 
     def by_path(self) -> dict[str, list[Assignment]]:

@@ -9,8 +9,8 @@
     every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU (two or
                                 more pages together: ``Morphology.maintain_many``)
 
-(the pages on each path and the count of assignments by path read off ``plan.routes``: a lookup makes
-them with the plan)
+(the pages on each path and the count of assignments by path read off ``plan.routes``: made once, when
+the lookup counted the plan's paths)
 
 The plan's pages are held (``Busy``) for the whole call, so nothing forgets them between the
 steps, even while the lock is released to wait for the copies.  Refusals are reported, not raised.
@@ -106,4 +106,3 @@ class Recovery:
             for path, n in done.items():
                 by_path[path] += n
         return RecoveryReport(dict(done), tuple(failed), len(futures))
-
