@@ -42,7 +42,9 @@ from .search import HitSearch
 from .state import StateStore
 from .tiers import Storage
 
-VECTOR_FROM = 24  # hits of at least this many pages are checked by the vector backend
+VECTOR_FROM = 64  # hits of at least this many pages are checked by the vector backend (the generated loop
+# costs about half a microsecond a page; the vector pass some 30 us, more in the trace replay, where the
+# effective search over its array costs more than over the loop's list too: timed there)
 _WORD = np.dtype("<u8")  # eight bytes read as one word, byte k its bits 8k .. 8k+7
 _GATHER = np.uint64(sum(1 << 7 * (8 - k) for k in range(8)))  # byte k's low bit to bit 56 + k
 _TOP = np.uint64(56)
@@ -221,7 +223,9 @@ class Lookups:
             gain = nominal - eff
             if plan.pages_to_prefetch or plan.pages_to_compress or plan.recompute_tokens < gain:
                 self.metrics.needs_recovery += 1
-                self.metrics.planned_by_path.update([a.path for a in plan.assignments])
+                planned = self.metrics.planned_by_path
+                for path, n in plan.routes.done.items():  # (a Counter's update by a mapping: a slower loop)
+                    planned[path] += n
                 return _frozen(NeedsRecovery, plan=plan)
         if eff == 0:
             self.metrics.misses += 1
@@ -260,7 +264,7 @@ class Lookups:
             n = pos % self.C
             partial = PartialSnapshot(nfull, src, tuple(rec.token_ids[:n]),
                                       self.storage.data.read_prefix(rec.gpu_slot, n))
-        return self.leases.acquire(reader, hit.ids if nfull == len(hit.whole) else ids[:nfull], pos, partial)
+        return self.leases.acquire(reader, hit.whole if nfull == len(hit.whole) else ids[:nfull], pos, partial)
 
     def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from morphcache.spec.interp import Compiled
 
@@ -32,6 +33,32 @@ class Assignment:
     block: int
     obj: str
     path: str
+
+
+class Routes(NamedTuple):
+    """What ``recover`` carries out of a plan: ``pages_on("prefetch")``, ``pages_on("recompute")``, and
+    the number of assignments by path (in the order the paths first appear)."""
+
+    prefetch: tuple[int, ...]
+    recompute: tuple[int, ...]
+    done: Mapping[str, int]
+
+
+def routes_of(assignments: tuple[Assignment, ...]) -> Routes:
+    """``Routes`` of ``assignments`` (a plan's, in block order) in one pass."""
+    done: dict[str, int] = {}
+    pages: dict[str, dict[int, int]] = {}
+    for a in assignments:
+        path = a.path
+        done[path] = done.get(path, 0) + 1
+        seen = pages.get(path)
+        if seen is None:
+            pages[path] = {a.page: a.block}
+        elif a.page not in seen:
+            seen[a.page] = a.block
+    prefetch, recompute = pages.get("prefetch", {}), pages.get("recompute", {})
+    return Routes(tuple(sorted(prefetch, key=prefetch.__getitem__)),
+                  tuple(sorted(recompute, key=recompute.__getitem__)), done)
 
 
 @dataclass(frozen=True)
@@ -59,6 +86,12 @@ class RecoveryPlan:
     missing: Mapping[str, int] = field(default_factory=dict)
     state: StatePath | None = None
     state_assignments: tuple[Assignment, ...] = ()
+
+    @cached_property
+    def routes(self) -> Routes:
+        """``routes_of(assignments)``, made on first use and kept (a lookup counts its plan's paths off
+        it; the recovery reads it again)."""
+        return routes_of(self.assignments)
 
     def by_path(self) -> dict[str, list[Assignment]]:
         """Assignments grouped by path."""

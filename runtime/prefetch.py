@@ -17,11 +17,12 @@ its payload both in the slot and at its source.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from .binding import GEN
 from .collect import Busy, Collector
 from .config import RuntimeConfig
 from .errors import MorphcacheError, TierError
@@ -66,9 +67,6 @@ class Prefetcher:
         self._queued: list[Copy] = []  # copies ``start_queued`` starts
         self._queued_future: Future[None] | None = None  # the one future they share
 
-    def _gen(self, pid: int) -> int:
-        return self.pipe.store.page("gen", pid)
-
     def prefetch(self, pid: int, protect: frozenset[int] | set[int] = frozenset(), *,
                  held: bool = False, start: bool = True) -> Future[None]:
         """Start copying a host or disk page back into a reserved GPU slot (any failure gives the slot
@@ -85,7 +83,7 @@ class Prefetcher:
         with self.tiers.holding(pid, frozenset() if held else protect):
             return self._prefetch(pid, protect, start)
 
-    def reserve(self, pids: list[int], protect: frozenset[int] | set[int]) -> None:
+    def reserve(self, pids: Sequence[int], protect: frozenset[int] | set[int]) -> None:
         """Before ``prefetch`` of each of ``pids`` in turn (the caller holds them and ``protect``): the
         GPU room their copies will take, made in one go when that is exactly the room they would make
         one slot at a time (``roombatch.make_room_batch``); otherwise nothing (each makes its own).  The
@@ -100,12 +98,12 @@ class Prefetcher:
         need = 0
         for pid in pids:
             rec = records.get(pid)
-            if rec is not None and pid not in inflight and rec.meta.tier in ("host", "disk") and allowed(None, pid):
+            if rec is not None and pid not in inflight and rec.tier in ("host", "disk") and allowed(None, pid):
                 need += 1
         if need > free and make_room_batch(self.tiers, need - free, protect):
             slots.behind(len(slots.free_slots) - free)  # each copy takes the slot its own room would free
 
-    def prefetch_many(self, pids: list[int], protect: frozenset[int],
+    def prefetch_many(self, pids: Sequence[int], protect: frozenset[int],
                       own: list[Copy] | None = None) -> tuple[list[Future[None]], list[tuple[int, str]]]:
         """``prefetch(pid, protect, held=True, start=False)`` for each of ``pids`` in order (the caller
         holds ``protect``, every one of them in it, and reaches ``start_queued``): their futures, and each
@@ -126,7 +124,7 @@ class Prefetcher:
                 continue
             if disk is not None and disk.leftovers:  # a move's sweep
                 sweep()
-            source = rec.meta.tier
+            source = rec.tier
             try:
                 if (source != "host" and source != "disk") or not slots.free_slots:
                     futures.append(self._prefetch(pid, protect, False, own))  # its room made, or its refusal
@@ -136,7 +134,7 @@ class Prefetcher:
                 failed.append((pid, str(exc)))
         return futures, failed
 
-    def prefetch_here(self, pids: list[int],
+    def prefetch_here(self, pids: Sequence[int],
                       protect: frozenset[int]) -> tuple[list[Future[None]], list[tuple[int, str]]]:
         """(lock held) ``reserve`` and ``prefetch_many`` of ``pids``, their copies then fetched and landed
         here, under the lock (no hand-off, no future to complete: nothing else sees them in flight): the
@@ -153,7 +151,7 @@ class Prefetcher:
                   own: list[Copy] | None = None) -> Future[None]:
         rec = self.pages.get(pid)
         pipe = self.pipe
-        source = rec.meta.tier
+        source = rec.tier
         slots = self.storage.slots
         if source in ("host", "disk") and slots.free_slots:  # no room to make first (``reserve`` made it):
             slot = slots.take(pid)                            # the firing decides, a refusal gives it back
@@ -176,7 +174,7 @@ class Prefetcher:
             self.storage.slots.give(slot)
             raise
         try:
-            self.storage.place(rec, slot, self._gen(pid))
+            self.storage.place(rec, slot, self.pipe.store.cols[GEN][pid])  # (a column of ints)
             if own is not None:
                 fut: Future[None] = _HERE
                 own.append((pid, slot, source))

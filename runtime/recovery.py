@@ -9,6 +9,9 @@
     every page of the plan      morphology proposals (compress, index, admit) once it is on the GPU (two or
                                 more pages together: ``Morphology.maintain_many``)
 
+(the pages on each path and the count of assignments by path read off ``plan.routes``: made once, when
+the lookup counted the plan's paths)
+
 The plan's pages are held (``Busy``) for the whole call, so nothing forgets them between the
 steps, even while the lock is released to wait for the copies.  Refusals are reported, not raised.
 """
@@ -63,7 +66,7 @@ class Recovery:
     def _recover(self, plan: RecoveryPlan, block: bool, protect: frozenset[int]) -> RecoveryReport:
         failed: list[tuple[int, str]] = []
         futures: list[Future[None]] = []
-        prefetch, recompute, done = _paths(plan)
+        prefetch, recompute, done = plan.routes
         prefetcher = self.prefetcher
         if block and len(prefetch) <= prefetcher.inline_copies:  # copied here, before the lock is let go
             with self.lock:
@@ -102,21 +105,4 @@ class Recovery:
             by_path = self.metrics.recoveries_by_path
             for path, n in done.items():
                 by_path[path] += n
-        return RecoveryReport(done, tuple(failed), len(futures))
-
-
-def _paths(plan: RecoveryPlan) -> tuple[list[int], list[int], dict[str, int]]:
-    """One pass over the plan's assignments: ``plan.pages_on("prefetch")``, ``plan.pages_on("recompute")``
-    and the number of assignments by path (in the order the paths first appear)."""
-    done: dict[str, int] = {}
-    pages: dict[str, dict[int, int]] = {}
-    for a in plan.assignments:
-        path = a.path
-        done[path] = done.get(path, 0) + 1
-        seen = pages.get(path)
-        if seen is None:
-            pages[path] = {a.page: a.block}
-        elif a.page not in seen:
-            seen[a.page] = a.block
-    prefetch, recompute = pages.get("prefetch", {}), pages.get("recompute", {})
-    return sorted(prefetch, key=prefetch.__getitem__), sorted(recompute, key=recompute.__getitem__), done
+        return RecoveryReport(dict(done), tuple(failed), len(futures))

@@ -193,8 +193,8 @@ def test_pack_puts_byte_k_at_bit_k() -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_vector_masks_match_the_closures(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    with CacheManager(config=small_config(gpu_pages=64, host_pages=64)) as m:
-        m.register("a", toks(0, 4 * 30 + int(rng.integers(0, 4))))  # a filling last page, windows slid
+    with CacheManager(config=small_config(gpu_pages=128, host_pages=128)) as m:
+        m.register("a", toks(0, 4 * 70 + int(rng.integers(0, 4))))  # a filling last page, windows slid
         m.register("b", toks(1000, 4 * 8))
         m.free("b")
         pages = sorted(m.page_ids())
