@@ -74,29 +74,12 @@ class Landing:
         land = self.land
         if self.batched and len(job) > 1 and all(pid in held for pid, _, _ in job):  # (nothing forgotten here)
             moves: list[PageRecord] = []  # the landed pages' moves, told together (before any other notice)
-            records, full, read = self.pages.records, self.page_bytes, self.storage.data.read
-            copy_done, verify, lands = plans
-            landed = dict.fromkeys(_LANDED, 0)  # whole copies landed, by source (their bytes counted at the end)
             for (pid, slot, source), length in zip(job, lengths, strict=True):
                 try:
-                    rec = records.get(pid)
-                    if rec is None or length != full:  # (a page gone, a copy short or failed: ``land`` says so)
-                        land(pid, slot, source, length, moves, plans)
-                    else:  # ``land`` of a whole copy, in line
-                        copy_done(None, pid, None, None)
-                        intact = checksum(read(slot)) == rec.checksum
-                        verify(None, pid, None, _INTACT if intact else _BROKEN)
-                        if lands(None, pid):
-                            landed[source] += 1
-                            moves.append(rec)
-                        else:
-                            self._refused(rec, pid, None if intact else "checksum", moves)
+                    land(pid, slot, source, length, moves, plans)
                     done.append(pid)
                 except BaseException as exc:  # noqa: BLE001 - the copy's outcome, on its future
                     error = error or exc
-            for source, n in landed.items():
-                if n:
-                    self.metrics.bytes_moved[_LANDED[source]] += n * full
             self._moved(moves)
             records, deferred = self.pages.records, self.busy.deferred
             for pid, _, _ in job:  # held: what ``collect`` does to a held page, collected when the hold ends
@@ -145,7 +128,7 @@ class Landing:
         moves kept there told first when a page does not land: its ``corrupt`` tells the policy).
         ``plans``: the pipeline's ``firer`` of copy_done and verify and ``proposer`` of land (the caller
         landing many copies fetches them once)."""
-        pipe = self.pipe
+        pipe, storage = self.pipe, self.storage
         rec = self.pages.get(pid)
         copy_done, verify, land = plans or (pipe.firer("copy_done"), pipe.firer("verify"), pipe.proposer("land"))
         copy_done(None, pid, None, None)
@@ -158,17 +141,11 @@ class Landing:
             else:
                 moves.append(rec)
             return
-        self._refused(rec, pid, reason, moves)
-
-    def _refused(self, rec: PageRecord, pid: int, reason: str | None, moves: list[PageRecord] | None) -> None:
-        """The copy did not land (``reason``: why it is not the page's; None: the spec refused it): the
-        moves kept in ``moves`` told first, then ``corrupt`` fired, the page's slot freed, the policy
-        told it is dropped."""
         if moves:
             self._moved(moves)
-        self.pipe.fire("corrupt", None, pid)
+        pipe.fire("corrupt", None, pid)
         self.metrics.corrupt_pages[reason or "refused"] += 1
-        self.storage.free_slot(rec)
+        storage.free_slot(rec)
         self.seam.moved(rec, "dropped")
 
     def _moved(self, moves: list[PageRecord]) -> None:
