@@ -67,13 +67,13 @@ class Morphology:
         if not self.quiet:
             self.note_pool(index.tolist() if isinstance(index, np.ndarray) else (index,))
 
-    def note_pool(self, pids: list[int] | tuple[int, ...]) -> None:
+    def note_pool(self, pids: list[int] | tuple[int, ...], out: bool = False) -> None:
         """Bring the pool's bookkeeping and the pages' metadata up to their ``pool`` state, in order (the
-        policy told of each in that order)."""
+        policy told of each in that order); ``out``: as if each of ``pids`` were out of the pool."""
         col, code, pooled, find = self.store.cols[POOL], self._pooled, self.pooled, self.pages.find
         changed = []
         for pid in pids:
-            now = col[pid] == code
+            now = not out and col[pid] == code
             if now != (pid in pooled):
                 if now:
                     pooled[pid] = None
@@ -215,14 +215,25 @@ class Morphology:
         victim = self.seam.choose("pool", ("evict",), {pid})
         if victim is None:
             return False
+        quiet, self.quiet = self.quiet, True  # both moves noted together after the transaction (nothing reads
+        evicted = False                       # the pool's bookkeeping or tells the policy in between)
         sp = pipe.begin()
         try:
             pipe.fire("evict", None, victim)
+            evicted = True
             pipe.fire("admit", None, pid)
         except GuardRefused:
             pipe.rollback(sp)
+            self.quiet = quiet
+            if evicted and not quiet:  # noted as each write and its undoing would have been
+                self.note_pool((victim,), out=True)
+                self.note_pool((victim,))
             return False
+        finally:
+            self.quiet = quiet
         pipe.commit()
+        if not quiet:
+            self.note_pool((victim, pid))
         self.collector.collect(victim, keep=frozenset({pid}))
         return True
 
