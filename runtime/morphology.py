@@ -192,10 +192,7 @@ class Morphology:
         data plane and the directory's records are the same objects for the manager's life (so the
         generated proposals run it in line)."""
         compress, records = self.storage.data.compress, self.pages.records
-
-        def compress_data(pid: int) -> None:
-            compress(records[pid].gpu_slot)
-        return DataWork(compress_data, "data_compress(page_records[p].gpu_slot)",
+        return DataWork(lambda pid: compress(records[pid].gpu_slot), "data_compress(page_records[p].gpu_slot)",
                         {"data_compress": compress, "page_records": records})
 
     def _stale_index(self, pid: int) -> bool:
@@ -204,9 +201,10 @@ class Morphology:
 
     def admit(self, pid: int, refused: bool = False) -> bool:
         """Propose the page for the reuse pool; when the pool is full, evict the policy's victim and
-        admit in one transaction (the victim stays if admission is still refused).  True if admitted.
-        ``refused``: the caller knows the proposal is refused as the pool stands (``count_refuser``),
-        so it is not made (a refused proposal changes and counts nothing)."""
+        admit in one transaction (the victim stays if admission is still refused), both moves noted
+        after it, in that order (``note_pool``).  True if admitted.  ``refused``: the caller knows the
+        proposal is refused as the pool stands (``count_refuser``), so it is not made (a refused
+        proposal changes and counts nothing)."""
         pipe = self.pipe
         if not refused and pipe.propose("admit", None, pid):
             return True
@@ -224,7 +222,6 @@ class Morphology:
             pipe.fire("admit", None, pid)
         except GuardRefused:
             pipe.rollback(sp)
-            self.quiet = quiet
             if evicted and not quiet:  # noted as each write and its undoing would have been
                 self.note_pool((victim,), out=True)
                 self.note_pool((victim,))
