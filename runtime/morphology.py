@@ -67,13 +67,13 @@ class Morphology:
         if not self.quiet:
             self.note_pool(index.tolist() if isinstance(index, np.ndarray) else (index,))
 
-    def note_pool(self, pids: list[int] | tuple[int, ...], out: bool = False) -> None:
+    def note_pool(self, pids: list[int] | tuple[int, ...]) -> None:
         """Bring the pool's bookkeeping and the pages' metadata up to their ``pool`` state, in order (the
-        policy told of each in that order); ``out``: as if each of ``pids`` were out of the pool."""
+        policy told of each in that order)."""
         col, code, pooled, find = self.store.cols[POOL], self._pooled, self.pooled, self.pages.find
         changed = []
         for pid in pids:
-            now = not out and col[pid] == code
+            now = col[pid] == code
             if now != (pid in pooled):
                 if now:
                     pooled[pid] = None
@@ -188,9 +188,8 @@ class Morphology:
         return [pid for pid in pids if propose(None, pid) != missed]
 
     def _compress_data_hook(self) -> DataWork:
-        """``compress_data(pid)``: the data plane compresses page ``pid`` (its ``begin_compress`` fired); the
-        data plane and the directory's records are the same objects for the manager's life (so the
-        generated proposals run it in line)."""
+        """``compress_data(pid)``: the data plane compresses page ``pid`` (its ``begin_compress`` fired), run in
+        line by the generated proposals (the data plane and the records are the same for the manager's life)."""
         compress, records = self.storage.data.compress, self.pages.records
         return DataWork(lambda pid: compress(records[pid].gpu_slot), "data_compress(page_records[p].gpu_slot)",
                         {"data_compress": compress, "page_records": records})
@@ -214,17 +213,15 @@ class Morphology:
         if victim is None:
             return False
         quiet, self.quiet = self.quiet, True  # both moves noted together after the transaction (nothing reads
-        evicted = False                       # the pool's bookkeeping or tells the policy in between)
-        sp = pipe.begin()
+        sp = pipe.begin()                     # the pool's bookkeeping or tells the policy in between)
         try:
             pipe.fire("evict", None, victim)
-            evicted = True
             pipe.fire("admit", None, pid)
-        except GuardRefused:
-            pipe.rollback(sp)
-            if evicted and not quiet:  # noted as each write and its undoing would have been
-                self.note_pool((victim,), out=True)
+        except GuardRefused:  # noted as each write and its undoing are: the eviction's now (none if it was
+            self.quiet = quiet  # refused), its undoing's by the watcher
+            if not quiet:
                 self.note_pool((victim,))
+            pipe.rollback(sp)
             return False
         finally:
             self.quiet = quiet
@@ -298,8 +295,5 @@ class Morphology:
 
     def slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for every live window of the reader but its last page; how many slid."""
-        slid = 0
-        for pid in reader.block[:-1]:
-            if self.store.page(WINDOW, pid) == self._live and self.pipe.propose("slide", None, pid):
-                slid += 1
-        return slid
+        return sum(1 for pid in reader.block[:-1]  # (in order, each proposed where its window is live)
+                   if self.store.page(WINDOW, pid) == self._live and self.pipe.propose("slide", None, pid))
