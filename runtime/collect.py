@@ -52,27 +52,24 @@ class Collector:
 
     def _held(self, rec: PageRecord, pid: int) -> bool:
         """Whether anything keeps ``pid``, whose record is ``rec`` (``_plan`` reads it in line, with the
-        children its walk counts gone)."""
+        children its walk counts gone; ``collect`` tests its first term, live children, before calling it)."""
         busy, cols, holders = self.busy, self.store.cols, self._holders
         return bool(rec.children > 0 or pid in busy.inflight or busy.held.get(pid, 0) > 0
                     or cols[POOL][pid] == self._pooled or cols[PIN][pid]
                     or (holders.get(pid) is not None if holders is not None else self.store.readers_at((BLOCK,), pid)))
 
-    def collect(self, pid: int, keep: Container[int] = NOTHING) -> None:
-        """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``)."""
-        self._walk(pid, keep, None)
-
-    def _walk(self, pid: int, keep: Container[int], gone: list[PageRecord] | None) -> None:
-        """``collect``; with ``gone``, each page's record and id are dropped as it is forgotten (what the
-        next ``holds`` and ``forget`` read) and the record appended to ``gone``, the rest of the cleanup
-        left to ``forgotten_many``."""
+    def collect(self, pid: int, keep: Container[int] = NOTHING, gone: list[PageRecord] | None = None) -> None:
+        """Forget ``pid`` and then its ancestors, as long as nothing holds them (and not ``keep``).  With
+        ``gone``, each page's record and id are dropped as it is forgotten (what the next ``holds`` and
+        ``forget`` read) and the record appended to ``gone``, the rest of the cleanup left to
+        ``forgotten_many``."""
         records, busy, held_by = self.pages.records, self.busy, self._held
         held = busy.held
         while pid >= 0 and pid not in keep:
             rec = records.get(pid)
             if rec is None:
                 return
-            if held_by(rec, pid):
+            if rec.children > 0 or held_by(rec, pid):  # (live children, most pages met: no call)
                 if pid in held:
                     busy.deferred.add(pid)  # collected again when the hold ends
                 return
@@ -142,7 +139,7 @@ class Collector:
         for pid, keep in zip(pids[start:], keeps[start:], strict=True):
             later.discard(pid)
             later.add(keep)
-            self._walk(pid, later, gone)
+            self.collect(pid, later, gone)
             later.discard(keep)
 
     def _stopped(self, pids: list[int], keeps: list[int]) -> list[int] | None:
@@ -216,9 +213,9 @@ class Collector:
                     if not pin[pid] and pool[pid] != pooled]
         else:
             free = pids[(vecs[PIN][pids] == 0) & (vecs[POOL][pids] != pooled)].tolist()
-        walk = self._walk
+        collect = self.collect
         for pid in free:
-            walk(pid, NOTHING, None)
+            collect(pid)
 
     def forgotten(self, pid: int) -> int:
         """Clean up after ``forget`` fired on ``pid``: payload, index entries, record, id; returns its
@@ -235,7 +232,7 @@ class Collector:
 
     def forgotten_many(self, recs: list[PageRecord]) -> None:
         """``forgotten`` for pages ``forget`` fired on in this order, whose records and ids are already
-        dropped (``_walk``): the payloads freed and the disk records cleared together; the index entries
+        dropped (``collect``): the payloads freed and the disk records cleared together; the index entries
         removed at once when none of the pages has a sealed duplicate (then nothing takes over between
         them), else looked at page by page in order (each page still to come counted as live by a
         duplicate search, as it is one at a time; the entries removed at once up to each takeover by a

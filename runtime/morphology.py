@@ -24,7 +24,7 @@ from .config import RuntimeConfig
 from .errors import GuardRefused
 from .pages import PageDirectory, PageRecord
 from .pipeline import Pipeline
-from .poolbatch import admit_batch, count_checks, count_refuses, exact_in_one_go
+from .poolbatch import admit_batch, count_checks, count_refuser, exact_in_one_go
 from .proposeplan import DataWork, Hook, Inline
 from .readers import ReaderRecord
 from .seam import PolicySeam
@@ -55,11 +55,12 @@ class Morphology:
         self.quiet = False  # pool changes noted by the caller (``poolbatch``), in the order it chooses
         self.batchable = exact_in_one_go(pipe.cspec)  # admissions in one go are exact (poolbatch.py)
         self.count_checks = count_checks(pipe.cspec)  # admit's conjuncts that read only the pool's counts
+        self.count_refuses = count_refuser(pipe, self.count_checks)  # one of them false for a page
         self.block_holders = self.store.rev.get(BLOCK)  # who holds each page in a block table (None: not kept)
         # ``maintain_many``'s proposals: build_index only where the keys are stale, the data plane after begin
         stale = f"cols['indexer'][p] != {self._built} or cols['igen'][p] != cols['cgen'][p]"  # ``_stale_index``
         self._maintain_hooks: tuple[dict[int, Hook], dict[int, Hook]] = ({2: Inline(self._stale_index, stale)},
-                                                                         {0: DataWork(self._compress_data_hook())})
+                                                                         {0: self._compress_data_hook()})
         pipe.watch(POOL, self._pool_changed)
 
     def _pool_changed(self, index: Any) -> None:
@@ -157,7 +158,7 @@ class Morphology:
             pool = self.store.cols[POOL]
             todo = [pid for pid in pids if pool[pid] != self._pooled]
             if self.batchable and todo and len(self.pooled) >= self.config.capacity \
-                    and not self.quiet and count_refuses(self, todo[0]):
+                    and not self.quiet and self.count_refuses(todo[0]):
                 self.admit_many(todo, full=True)  # the pool's count refuses every proposal
             else:
                 quiet, self.quiet = self.quiet, True  # the admissions noted after them, in order (nothing
@@ -186,14 +187,12 @@ class Morphology:
         propose = pipe.proposer(event)
         return [pid for pid in pids if propose(None, pid) != missed]
 
-    def _compress_data_hook(self) -> Hook:
-        """``compress_data(pid)``: the data plane compresses page ``pid`` (its ``begin_compress`` fired); the
-        data plane and the directory's records are the same objects for the manager's life."""
+    def _compress_data_hook(self) -> DataWork:
+        """``compress_data(pid)``: the data plane compresses page ``pid`` (its ``begin_compress`` fired), run in
+        line by the generated proposals (the data plane and the records are the same for the manager's life)."""
         compress, records = self.storage.data.compress, self.pages.records
-
-        def compress_data(pid: int) -> None:
-            compress(records[pid].gpu_slot)
-        return compress_data
+        return DataWork(lambda pid: compress(records[pid].gpu_slot), "data_compress(page_records[p].gpu_slot)",
+                        {"data_compress": compress, "page_records": records})
 
     def _stale_index(self, pid: int) -> bool:
         cols = self.store.cols
@@ -201,9 +200,10 @@ class Morphology:
 
     def admit(self, pid: int, refused: bool = False) -> bool:
         """Propose the page for the reuse pool; when the pool is full, evict the policy's victim and
-        admit in one transaction (the victim stays if admission is still refused).  True if admitted.
-        ``refused``: the caller knows the proposal is refused as the pool stands (``count_refuses``),
-        so it is not made (a refused proposal changes and counts nothing)."""
+        admit in one transaction (the victim stays if admission is still refused), both moves noted
+        after it, in that order (``note_pool``).  True if admitted.  ``refused``: the caller knows the
+        proposal is refused as the pool stands (``count_refuser``), so it is not made (a refused
+        proposal changes and counts nothing)."""
         pipe = self.pipe
         if not refused and pipe.propose("admit", None, pid):
             return True
@@ -212,21 +212,29 @@ class Morphology:
         victim = self.seam.choose("pool", ("evict",), {pid})
         if victim is None:
             return False
-        sp = pipe.begin()
+        quiet, self.quiet = self.quiet, True  # both moves noted together after the transaction (nothing reads
+        sp = pipe.begin()                     # the pool's bookkeeping or tells the policy in between)
         try:
             pipe.fire("evict", None, victim)
             pipe.fire("admit", None, pid)
-        except GuardRefused:
+        except GuardRefused:  # noted as each write and its undoing are: the eviction's now (none if it was
+            self.quiet = quiet  # refused), its undoing's by the watcher
+            if not quiet:
+                self.note_pool((victim,))
             pipe.rollback(sp)
             return False
+        finally:
+            self.quiet = quiet
         pipe.commit()
+        if not quiet:
+            self.note_pool((victim, pid))
         self.collector.collect(victim, keep=frozenset({pid}))
         return True
 
     def admit_many(self, pids: list[int], full: bool = False) -> None:
         """``admit`` each of ``pids`` (sealed, distinct, refused as they stood: the pool may be full), in
         order: in one go where that is exactly the same (``poolbatch.admit_batch``; ``full``: the
-        pool's count refuses them all, ``count_refuses``: an admission one at a time keeps the count, so
+        pool's count refuses them all, ``count_refuser``: an admission one at a time keeps the count, so
         it refuses each later proposal too, which is not made)."""
         for pid in pids[admit_batch(self, pids, full):]:
             self.admit(pid, full)
@@ -287,8 +295,5 @@ class Morphology:
 
     def slide(self, reader: ReaderRecord) -> int:
         """Propose ``slide`` for every live window of the reader but its last page; how many slid."""
-        slid = 0
-        for pid in reader.block[:-1]:
-            if self.store.page(WINDOW, pid) == self._live and self.pipe.propose("slide", None, pid):
-                slid += 1
-        return slid
+        return sum(1 for pid in reader.block[:-1]  # (in order, each proposed where its window is live)
+                   if self.store.page(WINDOW, pid) == self._live and self.pipe.propose("slide", None, pid))

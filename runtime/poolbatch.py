@@ -34,7 +34,7 @@ Why nothing tells them apart (each condition checked here, else the caller goes 
 
 A write's sealed pages meeting a pool the count keeps full are not proposed one by one first
 (``Morphology.maintain_many``): a conjunct of ``admit`` that reads only the pool's counts reads the
-same for every page, so it is evaluated once (``count_refuses``); false, every proposal would be
+same for every page, so it is evaluated once (``count_refuser``); false, every proposal would be
 refused (counting nothing), and the pages come here as they would after their refusals.
 
 The policy's touches come in the same order with the same clock (forgetting a page touches nothing),
@@ -43,6 +43,7 @@ so its queues are the same once a decision reads them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,6 +58,7 @@ from .holders import NOBODY
 
 if TYPE_CHECKING:
     from .morphology import Morphology
+    from .pipeline import Pipeline
 
 BATCH_FROM = 2  # fewer pages than this: one at a time (on the Mooncake replay one page alone costs ~64 us, in
 # one go ~72 us: the batch's checks and its collection's plan; two pages ~98 us alone, ~82 us in one go)
@@ -111,16 +113,28 @@ def count_checks(cspec: CompiledSpec) -> tuple[Conjunct, ...]:
     return tuple(conj for conj in cspec.events["admit"].conjuncts if _count_only(cspec, conj))
 
 
-def count_refuses(morph: Morphology, pid: int) -> bool:
-    """Whether one of ``admit``'s conjuncts that read only the pool's counts (``count_checks``) is false,
-    evaluated once, for page ``pid``: they read the same for every page, so then, while the pool stays
-    as it is, every proposal of ``admit`` is refused (none counted: nothing tells it from proposing
-    each page)."""
-    if not morph.count_checks:
+def count_refuser(pipe: Pipeline, checks: tuple[Conjunct, ...]) -> Callable[[int], bool]:
+    """``refuses(pid)``: whether one of ``admit``'s conjuncts that read only the pool's counts
+    (``checks``, ``count_checks``) is false, evaluated once, for page ``pid``: they read the same for
+    every page, so then, while the pool stays as it is, every proposal of ``admit`` is refused (none
+    counted: nothing tells it from proposing each page).  Always False without such conjuncts.  (The
+    pipeline's names and the store's arrays are the same objects for its life.)"""
+    if not checks:
+        return _never
+    ev, bind, arrays = pipe.cspec.events["admit"], pipe.names.bind, pipe.store.arrays
+    fns = tuple(conj.fn for conj in checks)
+
+    def refuses(pid: int) -> bool:
+        n = bind(ev, None, pid, None, None)
+        for fn in fns:
+            if not fn(n, arrays):
+                return True
         return False
-    ev = morph.pipe.cspec.events["admit"]
-    n, arrays = morph.pipe.names.bind(ev, None, pid, None, None), morph.store.arrays
-    return not all(conj.fn(n, arrays) for conj in morph.count_checks)
+    return refuses
+
+
+def _never(pid: int) -> bool:
+    return False
 
 
 def fire_from() -> int:
@@ -135,7 +149,7 @@ def admit_batch(morph: Morphology, pids: list[int], full: bool = False) -> int:
     """Admit ``pids`` (sealed, distinct, not pooled; in this order) to the full pool in one go, each
     evicting the policy's victim; returns how many of the first pages were dealt with (all of them,
     or 1 when the first was admitted with no victim, or 0 with nothing changed): the caller admits
-    the rest one at a time.  ``full``: the pool's count refuses every page (``count_refuses``), so
+    the rest one at a time.  ``full``: the pool's count refuses every page (``count_refuser``), so
     the first page's proposal is not made again."""
     k = len(pids)
     if k < BATCH_FROM or not morph.batchable or len(morph.pooled) < morph.config.capacity:

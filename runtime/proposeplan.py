@@ -16,7 +16,8 @@ stages written as its own proposal plan's (fireplan.py), one after the other::
         if when1(p): ...
         return got                            bit i: event i fired
 
-A ``when`` hook that is an ``Inline`` is tested in line (its source), not called.  The function's
+A ``when`` hook that is an ``Inline`` is tested in line (its source), not called; so is a ``then`` hook
+that is a ``DataWork`` with a source (its statement run in line, its names bound in the plan).  The function's
 ``each(r, pages)`` makes the same proposals for each of ``pages`` in turn (one call for a write's
 sealed pages); where every ``when`` is an ``Inline`` and every ``then`` a ``DataWork`` (the data plane's
 work), nothing its loop calls begins, commits or rolls back a transaction (the watchers neither), so it
@@ -58,12 +59,14 @@ class Inline:
 
 class DataWork:
     """A ``then`` hook that is the data plane's work: it fires nothing and begins, commits or rolls back
-    no transaction, so ``each`` reads the transaction once and counts its loop's firings at its end."""
+    no transaction, so ``each`` reads the transaction once and counts its loop's firings at its end.
+    ``source`` (optional): a statement of ``p`` over ``names`` (objects fixed for the plan's life) that
+    does what ``fn`` does, run in line by the generated proposals instead of calling ``fn``."""
 
-    __slots__ = ("fn",)
+    __slots__ = ("fn", "source", "names")
 
-    def __init__(self, fn: Hook) -> None:
-        self.fn = fn
+    def __init__(self, fn: Hook, source: str = "", names: dict[str, Any] | None = None) -> None:
+        self.fn, self.source, self.names = fn, source, names or {}
 
     def __call__(self, p: int) -> Any:
         return self.fn(p)
@@ -96,16 +99,15 @@ def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ..
             return None  # not the shape this module rewrites
         test = f"if {owner_read(ev)} in SOURCES{t} and ({guard_source(ev)}):"
         fired = lines[at + 2:]
-        if i in then:
-            scope[f"then{t}"] = then[i]
+        work = [_then(i, then[i], scope)] if i in then else []
         body += _proposal(i, [*lines[:at], test, *(f"    {line}" for line in fired), f"    got |= {1 << i}",
-                              *([f"    then{t}(p)"] if i in then else [])], when, scope)
+                              *(f"    {line}" for line in work)], when, scope)
         if after:
             count = counts.setdefault(ev.name, f"k{t}")
             fired = [f"{count} += 1" if line == f"fired[{ev.name!r}] += 1" else line for line in fired
                      if line.strip() not in _TRANSACTION and line != f"if log is not None: log.append({ev.name!r})"]
             loop += _proposal(i, [*lines[:at], test, *(f"    {line}" for line in fired),
-                                  *([f"    then{t}(p)"] if i in then else [])], when, scope)
+                                  *(f"    {line}" for line in work)], when, scope)
     name = "+".join(ev.name for ev in events)
     found = compile_plan("_proposals", "r, p", [*body, "return got"], scope, name)
     # ``found.each(r, pages)``: the same for each of ``pages`` in turn, in one call
@@ -124,6 +126,17 @@ def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ..
 
 
 _TRANSACTION = ("j = store.journal", "log = pipe.fired_log")  # what a firing's lines read of the transaction
+
+
+def _then(i: int, hook: Hook, scope: dict[str, Any]) -> str:
+    """The line that runs event ``i``'s ``then`` hook once it fired: a ``DataWork``'s source in line
+    (its names put in ``scope``) where it has one whose names the plan does not use, else a call."""
+    t = f"_{i}"
+    if isinstance(hook, DataWork) and hook.source and scope.keys().isdisjoint(hook.names):
+        scope.update(hook.names)
+        return hook.source
+    scope[f"then{t}"] = hook
+    return f"then{t}(p)"
 
 
 def _proposal(i: int, block: list[str], when: dict[int, Hook], scope: dict[str, Any]) -> list[str]:
