@@ -410,13 +410,14 @@ class LRUPolicy(EvictionPolicy):
     def _place_many(self, metas: Sequence[PageMeta], every: bool) -> None:
         """``_place`` of each page, in order, whose queue or pool membership changed (``every``: of each
         page), its queue's code read from its tier and holders (``_queue`` inlined), and its touches
-        (``_touch_one``'s) inlined: each moved at once in the loop while nothing is buffered for its
-        queues, else buffered; whether the touches buffer cannot change along the way (a buffered touch
-        keeps them buffered), and the buffers are compacted, if at all, once at the end (the order they
-        give is the same)."""
-        pooled, code, filed, queues = self.pooled, self.code_bytes, self.filed_bytes, self.queues
+        (``_touch_one``'s) inlined: moved at once while nothing is buffered for those queues (filed by
+        ``_file_each`` after the loop, in the same order), else buffered; whether the touches buffer
+        cannot change along the way (a buffered touch keeps them buffered), and the buffers are
+        compacted, if at all, once at the end (the order they give is the same)."""
+        pooled, code = self.pooled, self.code_bytes
         stamps, pool_stamps, pool_queue = self.stamp_cells, self.pool_stamp_cells, self.order["pool"]
         touched, pool_touched = self.touched, self.pool_touched
+        refiled: list[int] = []  # pages moved at once (nothing buffered), filed after the loop in this order
         buffered, pool_buffered = bool(touched), bool(pool_touched)
         clock, counts, size = self.clock, (len(touched), len(pool_touched)), len(code)
         for meta in metas:
@@ -425,8 +426,7 @@ class LRUPolicy(EvictionPolicy):
             page = meta.page
             if page >= size:
                 self._ensure(page)
-                code, filed = self.code_bytes, self.filed_bytes
-                stamps, pool_stamps = self.stamp_cells, self.pool_stamp_cells
+                code, stamps, pool_stamps = self.code_bytes, self.stamp_cells, self.pool_stamp_cells
                 size = len(code)
             joins = meta.pooled
             was = page in pooled
@@ -435,16 +435,7 @@ class LRUPolicy(EvictionPolicy):
             code[page] = new
             clock += 1
             stamps[page] = clock
-            if buffered:
-                touched.append(page)
-            else:  # ``_file_each`` of the page (filed in turn: the order filing them all after gives)
-                old = filed[page]
-                if old:
-                    del queues[old][page]
-                if new:
-                    queues[new][page] = None
-                if old != new:
-                    filed[page] = new
+            (touched if buffered else refiled).append(page)
             if joins:
                 if not was:
                     pooled.add(page)
@@ -461,6 +452,8 @@ class LRUPolicy(EvictionPolicy):
                 self.in_pool_bytes[page] = 0
                 pool_queue.pop(page, None)
         self.clock = clock
+        if refiled:  # the tier queues only: the pool's, filed in the loop, is another queue
+            self._file_each(refiled)
         if buffered or pool_buffered:
             held = self.held
             held[0] += len(touched) - counts[0]
