@@ -515,16 +515,25 @@ class LRUPolicy(EvictionPolicy):
         self._touch_many(idx, False, at_once=True)  # (a room's moves: a decision soon reads the queues)
 
     def on_remove(self, meta: PageMeta) -> None:
-        page = meta.page
-        self._ensure(page)
-        self.code_bytes[page] = 0  # a touch still buffered finds no queue and is skipped
-        self.in_pool_bytes[page] = 0
-        old = self.filed_bytes[page]
-        if old:
-            self.filed_bytes[page] = 0
-            del self.queues[old][page]
-        self.pooled.discard(page)
-        self.order["pool"].pop(page, None)
+        self._remove_each((meta.page,))
+
+    def _remove_each(self, pages: Sequence[int]) -> None:
+        """``pages`` out of every queue, the pool and the columns, page by page (scalar writes to the
+        columns' bytes): a touch still buffered then finds no queue and is skipped."""
+        top = max(pages, default=-1)
+        if top >= len(self.code):
+            self._ensure(top)
+        code, in_pool, filed, queues = self.code_bytes, self.in_pool_bytes, self.filed_bytes, self.queues
+        pooled, pop = self.pooled, self.order["pool"].pop
+        for page in pages:
+            code[page] = 0
+            in_pool[page] = 0
+            old = filed[page]
+            if old:
+                filed[page] = 0
+                del queues[old][page]
+            pooled.discard(page)
+            pop(page, None)
 
     def propose_first(self, decision: str, k: int) -> list[int]:
         self._flush(decision == "pool")
@@ -541,21 +550,8 @@ class LRUPolicy(EvictionPolicy):
 
     def on_remove_many(self, metas: Sequence[PageMeta]) -> None:
         pages = _page_ids(metas)
-        if len(pages) <= self.removes_scalar:  # (``on_remove`` in line: scalar writes to the columns' bytes)
-            top = max(pages, default=-1)
-            if top >= len(self.code):
-                self._ensure(top)
-            code, in_pool, filed, queues = self.code_bytes, self.in_pool_bytes, self.filed_bytes, self.queues
-            pooled, pop = self.pooled, self.order["pool"].pop
-            for page in pages:
-                code[page] = 0
-                in_pool[page] = 0
-                old = filed[page]
-                if old:
-                    filed[page] = 0
-                    del queues[old][page]
-                pooled.discard(page)
-                pop(page, None)
+        if len(pages) <= self.removes_scalar:  # page by page, as ``on_remove`` does
+            self._remove_each(pages)
             return
         self._ensure(max(pages))
         self.code[pages] = 0
