@@ -190,9 +190,8 @@ class Morphology:
     def _compress_data_hook(self) -> DataWork:
         """``compress_data(pid)``: the data plane compresses page ``pid`` (its ``begin_compress`` fired), run in
         line by the generated proposals (the data plane and the records are the same for the manager's life)."""
-        compress, records = self.storage.data.compress, self.pages.records
-        return DataWork(lambda pid: compress(records[pid].gpu_slot), "data_compress(page_records[p].gpu_slot)",
-                        {"data_compress": compress, "page_records": records})
+        return DataWork.inline("data_compress(page_records[p].gpu_slot)",
+                               {"data_compress": self.storage.data.compress, "page_records": self.pages.records})
 
     def _stale_index(self, pid: int) -> bool:
         cols = self.store.cols

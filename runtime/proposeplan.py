@@ -71,6 +71,14 @@ class DataWork:
     def __call__(self, p: int) -> Any:
         return self.fn(p)
 
+    @classmethod
+    def inline(cls, source: str, names: dict[str, Any]) -> DataWork:
+        """The hook whose work is ``source`` (a statement of ``p`` over ``names``), its function compiled
+        from that same statement (called where the generated proposals cannot run it in line)."""
+        scope = dict(names)
+        exec(compile(f"def _work(p):\n    {source}\n", "<data work>", "exec"), scope)  # noqa: S102 - the caller's
+        return cls(scope["_work"], source, names)                                        # own statement
+
 
 def build_proposals(pipe: Any, ctx: PlanContext, events: tuple[CompiledEvent, ...],
                     when: dict[int, Hook], then: dict[int, Hook]) -> ProposalsPlan | None:

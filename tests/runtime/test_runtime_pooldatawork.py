@@ -42,3 +42,13 @@ def test_data_work_in_line_or_called(clash: bool) -> None:
     assert ("then_0" in called) == clash and ("work_compress" in called) != clash
     m.check_integrity()
     m.close()
+
+
+def test_inline_hook_calls_its_own_statement() -> None:
+    """``DataWork.inline``: the function called where the plan cannot run the statement in line is
+    compiled from that statement, over the same names."""
+    seen: list[int] = []
+    hook = DataWork.inline("note(offset + p)", {"note": seen.append, "offset": 100})
+    hook(3)
+    hook(5)
+    assert seen == [103, 105] and hook.source == "note(offset + p)" and set(hook.names) == {"note", "offset"}
