@@ -52,7 +52,7 @@ class Collector:
 
     def _held(self, rec: PageRecord, pid: int) -> bool:
         """Whether anything keeps ``pid``, whose record is ``rec`` (``_plan`` reads it in line, with the
-        children its walk counts gone; ``collect`` tests its first term, live children, before calling it)."""
+        children its walk counts gone)."""
         busy, cols, holders = self.busy, self.store.cols, self._holders
         return bool(rec.children > 0 or pid in busy.inflight or busy.held.get(pid, 0) > 0
                     or cols[POOL][pid] == self._pooled or cols[PIN][pid]
@@ -69,7 +69,7 @@ class Collector:
             rec = records.get(pid)
             if rec is None:
                 return
-            if rec.children > 0 or held_by(rec, pid):  # (live children, most pages met: no call)
+            if held_by(rec, pid):
                 if pid in held:
                     busy.deferred.add(pid)  # collected again when the hold ends
                 return
