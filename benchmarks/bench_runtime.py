@@ -7,9 +7,12 @@
 (c) replay of the Mooncake conversation trace (all requests, control plane only, bounded GPU pool with
     host and disk tiers): requests per second, nominal and effective hit rates, recoveries by path;
 (d) the whole request cycle on a cached prompt (page 16, 32K and 128K tokens): hash + lookup returning
-    Ready, register + attach + release + append 16, free; each phase per page.
+    Ready, register + attach + release + append 16, free; each phase per page;
+(e) what a kernel launch pays to re-validate a held lease (page 16, 1K to 128K tokens): ``read(lease)``
+    (spec ``read`` on every pinned page) and a kernel lease's ``check_live`` (the same through the
+    tensor form the read kernels take).
 
-Usage: ``python benchmarks/bench_runtime.py [--only a,b,c,d] [--limit N] [--trace PATH]``
+Usage: ``python benchmarks/bench_runtime.py [--only a,b,c,d,e] [--limit N] [--trace PATH]``
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from morphcache.runtime import CacheManager, NeedsRecovery, Ready, RuntimeConfig
@@ -243,9 +247,46 @@ def bench_cycle(sizes: tuple[int, ...] = (32768, 131072), page_size: int = 16, r
         print(f"    {'whole cycle':<24} {statistics.median(cycles) * 1e3:8.3f} ms  (best {cycles[0] * 1e3:.3f} ms)")
 
 
+# -- (e) re-validation before a kernel launch -------------------------------------------------------
+def bench_revalidate(sizes: tuple[int, ...] = (1024, 16384, 32768, 131072), page_size: int = 16,
+                     repeat: int = 21) -> None:
+    print(f"\n(e) re-validation of a held lease before a kernel launch, page size {page_size} "
+          f"(median of {repeat} calls)")
+    print(f"{'tokens':>8} {'pages':>6} {'read':>10} {'per page':>9} {'check_live':>11} {'per page':>9}")
+    for n in sizes:
+        pages = n // page_size
+        cfg = RuntimeConfig(page_size=page_size, window=128, gpu_pages=pages + 8, pool_capacity=pages + 8,
+                            host_pages=0, max_sequence_tokens=1 << 22)
+        tokens = list(range(n))
+        with CacheManager(config=cfg) as m:
+            m.register("s", tokens)
+            m.free("s")
+            res = m.lookup(tokens)
+            assert isinstance(res, Ready) and res.lease.tokens == n, res
+            lease = res.lease
+            kernel = m.kernel_lease([lease])
+            read = _median_call(partial(m.read, lease), repeat)
+            live = _median_call(kernel.check_live, repeat)
+            m.release(lease)
+        print(f"{n:>8} {pages:>6} {read * 1e3:>8.3f}ms {read / pages * 1e6:>7.3f}us {live * 1e3:>9.3f}ms "
+              f"{live / pages * 1e6:>7.3f}us")
+    print("  read:       spec 'read' on every pinned page of the lease (one vector batch; refused: StaleLeaseError)")
+    print("  check_live: the kernel lease's check before each launch (the same read, per lease it carries)")
+
+
+def _median_call(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``repeat`` calls, in seconds."""
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="a,b,c,d", help="which parts to run (a, b, c, d)")
+    ap.add_argument("--only", default="a,b,c,d,e", help="which parts to run (a, b, c, d, e)")
     ap.add_argument("--trace", default=None, help="path of the Mooncake-format trace")
     ap.add_argument("--limit", type=int, default=None, help="replay at most this many requests")
     ap.add_argument("--sizes", default="1024,8192,32768,131072", help="prefix sizes for (a)")
@@ -265,6 +306,8 @@ def main(argv: list[str] | None = None) -> None:
             bench_replay(path, args.limit, disk_root=args.disk_dir)
     if "d" in parts:
         bench_cycle()
+    if "e" in parts:
+        bench_revalidate()
 
 
 if __name__ == "__main__":
