@@ -38,7 +38,7 @@ from .plan import Assignment, LookupResult, Miss, NeedsRecovery, Probe, Ready, R
 from .readers import ReaderTable
 from .recurrent import NoRecurrentState, RecurrentPart
 from .seam import PolicySeam
-from .search import HitSearch
+from .search import HitSearch, Masks
 from .state import StateStore
 from .tiers import Storage
 
@@ -266,7 +266,7 @@ class Lookups:
                                       self.storage.data.read_prefix(rec.gpu_slot, n))
         return self.leases.acquire(reader, hit.whole if nfull == len(hit.whole) else ids[:nfull], pos, partial)
 
-    def plan(self, hit: NominalHit, masks: list[int], eff: int, target: int, owner: str | None = None
+    def plan(self, hit: NominalHit, masks: Masks, eff: int, target: int, owner: str | None = None
              ) -> RecoveryPlan:
         """A recovery plan to ``target``: one path per needed, unready (page, object)."""
         pages = hit.pages

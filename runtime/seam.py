@@ -163,10 +163,10 @@ class PolicySeam:
             return MetaBatch(few, lookup), MetaBatch(crossed, lookup)
         assert idx is not None
         metas = self.pages.metas_of(listed, idx)
-        held = holders[idx]  # (distinct ids: the counts read once, moved, written back)
-        held += delta
-        holders[idx] = held
-        hit = held == edge
+        counts = holders[idx]  # (distinct ids: the counts read once, moved, written back)
+        counts += delta
+        holders[idx] = counts
+        hit = counts == edge
         return metas, metas if hit.all() else self.pages.metas_of(None, idx[hit])
 
     def moved(self, rec: PageRecord, tier: str) -> None:

@@ -38,6 +38,8 @@ from .compiler import CompiledLookup
 from .errors import ConfigError
 from .irtools import free_names
 
+Masks = Sequence[int] | np.ndarray  # readiness bits per page: a list (closures) or an int64 array (vector)
+
 BIG = 1 << 62
 Interval = tuple[int, int]
 _SAMPLE_PAGES = (0, 1, 2, 3, 5, 8, 13)
@@ -136,7 +138,7 @@ class HitSearch:
             return any(lo <= d <= hi for lo, hi in self.profiles[self.objects[k]])
         return bool(self.lookup.needed[self.objects[k]]({"p": p, "pos": pos}, {}))
 
-    def blocking(self, masks: Sequence[int], pos: int, direct: bool = False) -> list[tuple[int, int]]:
+    def blocking(self, masks: Masks, pos: int, direct: bool = False) -> list[tuple[int, int]]:
         """``(k, p)`` pairs needed for a hit at ``pos`` and not ready (pages past the chain never are)."""
         out = []
         for p in range(self._last_page(len(masks), pos) + 1):
@@ -190,7 +192,7 @@ class HitSearch:
         out.sort()  # the intervals ascend in d, so their blocks descend
         return out
 
-    def blocked(self, masks: Sequence[int], pos: int) -> list[int]:
+    def blocked(self, masks: Masks, pos: int) -> list[int]:
         """The objects ``k`` with a block needed for a hit at ``pos`` and not ready (pages past the
         chain never are): the ``k`` of ``blocking``'s pairs, ascending."""
         if self.profiles is None:
@@ -224,7 +226,7 @@ class HitSearch:
         return max(npages - 1, (pos - self.min_lo) // self.page_size)
 
     # -- search -----------------------------------------------------------------------------------
-    def effective(self, masks: Sequence[int], nominal: int) -> int:
+    def effective(self, masks: Masks, nominal: int) -> int:
         """The largest ``pos <= nominal`` with nothing needed and not ready (0 if none).
 
         Intervals unbounded above (``compressed``, ``tier``: needed at every later position) are
@@ -276,7 +278,7 @@ class HitSearch:
                         changed = True
         return max(x, 0)
 
-    def _effective_tabled(self, masks: Sequence[int], nominal: int) -> int:
+    def _effective_tabled(self, masks: Masks, nominal: int) -> int:
         """``effective`` read off the per-mask tables.  An upward interval of a page not ready bounds
         the hit by ``p*C + lo - 1`` (a later page's by more: only the least counts, so every page's
         least ``lo`` is taken, with the pages past the chain's); the bounded ones then move the
@@ -319,7 +321,7 @@ class HitSearch:
                         changed = True
         return max(x, 0)
 
-    def _unready(self, masks: Sequence[int], top: int, bottom: int) -> Iterable[int]:
+    def _unready(self, masks: Masks, top: int, bottom: int) -> Iterable[int]:
         """Blocks ``top`` down to ``bottom`` whose mask may not be full (those past the chain: none is
         ready), every block when the masks are a list."""
         if not isinstance(masks, np.ndarray) or top < bottom:
@@ -329,7 +331,7 @@ class HitSearch:
         inside = (masks[bottom:min(top, n - 1) + 1] != self.full).nonzero()[0] + bottom
         return past + inside[::-1].tolist()
 
-    def _effective_sorted(self, masks: Sequence[int], nominal: int) -> int:
+    def _effective_sorted(self, masks: Masks, nominal: int) -> int:
         """The same answer from the sorted union of every forbidden interval."""
         assert self.profiles is not None
         c = self.page_size
@@ -371,7 +373,7 @@ class HitSearch:
                 break
         return max(x, 0)
 
-    def brute(self, masks: Sequence[int], nominal: int) -> int:
+    def brute(self, masks: Masks, nominal: int) -> int:
         """The same answer by evaluating ``needed`` at every position (the oracle and the fallback)."""
         for pos in range(nominal, 0, -1):
             if not self.blocking(masks, pos, direct=True):
