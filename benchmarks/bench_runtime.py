@@ -9,8 +9,8 @@
 (d) the whole request cycle on a cached prompt (page 16, 32K and 128K tokens): hash + lookup returning
     Ready, register + attach + release + append 16, free; each phase per page;
 (e) what a kernel launch pays to re-validate a held lease (page 16, 1K to 128K tokens): ``read(lease)``
-    (spec ``read`` on every pinned page) and a kernel lease's ``check_live`` (the same through the
-    tensor form the read kernels take).
+    (spec ``read`` on every pinned page) after another sequence wrote and with nothing fired since the
+    last read, and a kernel lease's ``check_live`` (the same through the tensor form the kernels take).
 
 Usage: ``python benchmarks/bench_runtime.py [--only a,b,c,d,e] [--limit N] [--trace PATH]``
 """
@@ -27,7 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -252,10 +252,11 @@ def bench_revalidate(sizes: tuple[int, ...] = (1024, 16384, 32768, 131072), page
                      repeat: int = 21) -> None:
     print(f"\n(e) re-validation of a held lease before a kernel launch, page size {page_size} "
           f"(median of {repeat} calls)")
-    print(f"{'tokens':>8} {'pages':>6} {'read':>10} {'per page':>9} {'check_live':>11} {'per page':>9}")
+    print(f"{'tokens':>8} {'pages':>6} {'after a write':>14} {'per page':>9} {'unchanged':>10} {'per page':>9} "
+          f"{'check_live':>11}")
     for n in sizes:
         pages = n // page_size
-        cfg = RuntimeConfig(page_size=page_size, window=128, gpu_pages=pages + 8, pool_capacity=pages + 8,
+        cfg = RuntimeConfig(page_size=page_size, window=128, gpu_pages=pages + 64, pool_capacity=pages + 64,
                             host_pages=0, max_sequence_tokens=1 << 22)
         tokens = list(range(n))
         with CacheManager(config=cfg) as m:
@@ -265,19 +266,32 @@ def bench_revalidate(sizes: tuple[int, ...] = (1024, 16384, 32768, 131072), page
             assert isinstance(res, Ready) and res.lease.tokens == n, res
             lease = res.lease
             kernel = m.kernel_lease([lease])
-            read = _median_call(partial(m.read, lease), repeat)
+            m.register("other")
+            other = iter(range(1 << 30, (1 << 30) + repeat))
+            written = _median_call(partial(m.read, lease), repeat,  # another sequence's token before each read
+                                   before=partial(_append_next, m, "other", other))
+            same = _median_call(partial(m.read, lease), repeat)
             live = _median_call(kernel.check_live, repeat)
             m.release(lease)
-        print(f"{n:>8} {pages:>6} {read * 1e3:>8.3f}ms {read / pages * 1e6:>7.3f}us {live * 1e3:>9.3f}ms "
-              f"{live / pages * 1e6:>7.3f}us")
+        print(f"{n:>8} {pages:>6} {written * 1e3:>12.3f}ms {written / pages * 1e6:>7.3f}us {same * 1e3:>8.3f}ms "
+              f"{same / pages * 1e6:>7.3f}us {live * 1e3:>9.3f}ms")
     print("  read:       spec 'read' on every pinned page of the lease (one vector batch; refused: StaleLeaseError)")
-    print("  check_live: the kernel lease's check before each launch (the same read, per lease it carries)")
+    print("              after a write: another sequence appended a token just before (state changed: decided again)")
+    print("              unchanged: nothing fired since the last read passed (its firings counted, not decided again)")
+    print("  check_live: the kernel lease's check before each launch (the same read, per lease it carries), unchanged")
 
 
-def _median_call(fn: Callable[[], object], repeat: int) -> float:
-    """Median wall time of ``repeat`` calls, in seconds."""
+def _append_next(m: CacheManager, seq_id: str, tokens: Iterator[int]) -> None:
+    """Append the next of ``tokens`` to ``seq_id`` (a write that fires spec events)."""
+    m.append(seq_id, [next(tokens)])
+
+
+def _median_call(fn: Callable[[], object], repeat: int, before: Callable[[], object] | None = None) -> float:
+    """Median wall time of ``repeat`` calls, in seconds (``before``: called ahead of each, untimed)."""
     out = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t0)

@@ -54,7 +54,7 @@ class Lease:
     the tuples are made from them on first use."""
 
     __slots__ = ("lease_id", "issuer", "owner", "reader", "_pages", "_generations", "tokens", "partial", "tail",
-                 "tail_generation", "released", "page_ids", "generation_ids")
+                 "tail_generation", "released", "page_ids", "generation_ids", "passed")
 
     def __init__(self, issuer: int, owner: str | None, reader: int, page_ids: np.ndarray,
                  generation_ids: np.ndarray, tokens: int, partial: PartialSnapshot | None = None,
@@ -68,6 +68,7 @@ class Lease:
         self.tail = tail
         self.tail_generation = tail_generation
         self.released = False
+        self.passed: int | None = None  # the pipeline's version when ``read`` last passed on every page
         self._pages: tuple[int, ...] | None = None
         self._generations: tuple[int, ...] | None = None
         self.page_ids = frozen(page_ids)

@@ -74,11 +74,12 @@ class LeaseBook:
         return lease
 
     def validate(self, lease: Lease, payloads: bool = False) -> ReadView:
-        """Spec ``read`` on every pinned page now; StaleLeaseError naming the first page refused."""
+        """Spec ``read`` on every pinned page now (``Pipeline.recheck``: decided again only when state
+        changed since it last passed); StaleLeaseError naming the first page refused."""
         pinned = lease.pinned
         if pinned:
-            try:
-                self.pipe.fire_batch("read", lease.reader, lease.pinned_ids, distinct=True)
+            try:  # (not fired again while nothing that changes state has fired since it last passed)
+                lease.passed = self.pipe.recheck("read", lease.reader, lease.pinned_ids, lease.passed)
             except GuardRefused as exc:
                 raise StaleLeaseError(f"lease #{lease.lease_id}: page {exc.page} failed re-validation: {exc}") from exc
         records = self.pages.records

@@ -86,6 +86,9 @@ class Pipeline:
         self._chains: dict[tuple[str, str, str], ChainPlan] = {}  # chainplan.py, built when first asked
         self._proposals: dict[tuple[str, ...], tuple[Any, Any, ProposalsPlan]] = {}  # proposeplan.py, when first asked
         self.vector_firings = 0  # firings decided by the vector backend (batches with a plan)
+        # events that change nothing (no effects, the owner's state kept): left out of ``version``
+        self.pure: frozenset[str] = frozenset(
+            name for name, ev in cspec.events.items() if not ev.effects and self.sources[name] == {ev.target})
         self.refused: Counter[str] = Counter()
         self.watchers: dict[str, list[Watcher]] = {}
         self.planner = BatchPlanner(cspec)
@@ -433,6 +436,36 @@ class Pipeline:
         if watchers:
             for fn in watchers:
                 fn(index)
+
+    # -- re-checks of events that change nothing ---------------------------------------------------
+    def version(self) -> int:
+        """How many firings of events that change state have happened (a rollback takes its firings
+        back together with what they wrote).  Every write of spec state is such a firing, so while the
+        version stays the same the state does too, and a guard, which reads spec state alone, decides
+        the same."""
+        fired = self.fired
+        return sum(fired.values()) - sum(fired[name] for name in self.pure)
+
+    def recheck(self, name: str, r: int | None, p: np.ndarray, passed: int | None) -> int | None:
+        """``fire_batch(name, r, p, distinct=True)`` for an event that changes nothing (``pure``), unless
+        this same batch passed at version ``passed`` and the version is still that: then its firings
+        are counted as the batch would count them and nothing else is done (the guard would decide
+        the same on the same state).  Returns the version to pass next time, or None where every
+        firing is evaluated (the general path, strict checking, recorded steps)::
+
+            lease taken   read: fired, passed = 41   read: counted (41)   append fires   read: fired, 42
+        """
+        if name not in self.pure:
+            raise ConfigError(f"event '{name}' changes state: it cannot be re-checked by version")
+        if not self.fast or self.strict or self.recorder.enabled:
+            self.fire_batch(name, r, p, distinct=True)
+            return None
+        now = self.version()
+        if passed == now:
+            self.count(name, len(p))
+        else:
+            self.fire_batch(name, r, p, distinct=True)
+        return now
 
     # -- batches ----------------------------------------------------------------------------------
     def fire_batch(self, name: str, r: int | np.ndarray | None, p: np.ndarray | None, *,
