@@ -350,6 +350,13 @@ class CacheManager:
         with self.lock:
             return self.parts.page_values(pages, wanted)
 
+    def version(self) -> int:
+        """A number that moves whenever a spec event that changes state fires (``Pipeline.version``);
+        while it stays the same, so do every page's spec values and GPU slot, and a check of them made
+        at that number still holds."""
+        with self.lock:
+            return self.parts.pipe.version()
+
     def check_integrity(self) -> None:
         """Evaluate every spec invariant (that reads no ghost) on the live state, plus the runtime's own
         bookkeeping; IntegrityError lists each disagreement."""

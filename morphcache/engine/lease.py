@@ -7,8 +7,8 @@ A forward reads two kinds of pages of its own sequence::
                    runtime lease (shared prefix   compressed, or still filling; held by the
                    and earlier chunks)            sequence alone, not readable to anyone else
     check_live     the runtime's own lease        still on the GPU, same slot, same generation,
-                   check (spec ``read`` on         still held by the sequence
-                   every pinned page)
+                   check (spec ``read`` on         still held by the sequence (read again only
+                   every pinned page)              when the manager's ``version`` moved)
 
 ``block_table`` / ``lease_generations`` hold every block's slot and generation as the runtime
 states them at build time; the read kernels compare the generations with the device
@@ -44,13 +44,18 @@ class SequenceLease(KernelLease):
         self.block_table = torch.tensor([slots or [-1]], dtype=torch.int32, device=device)
         self.lease_generations = torch.tensor([gens or [0]], dtype=torch.int32, device=device)
         self.seq_lens = torch.tensor([manager.frontier(seq_id)], dtype=torch.int32, device=device)
+        self.passed: int | None = None  # the manager's version when the own pages last checked out
 
     def check_live(self) -> None:
         """Raise (the runtime's lease errors, or StaleLeaseError for an own page) unless every page
-        is still what the lease recorded."""
+        is still what the lease recorded.  The own pages are read again only when the manager's
+        ``version`` moved since they last checked out (until then their values and slots are those)."""
         if self.runtime is not None:
             self.runtime.check_live()
         if not self.own:
+            return
+        version = self.manager.version()  # (taken before the reads: a change during them moves it on)
+        if version == self.passed:
             return
         own = [pid for pid, _, _ in self.own]
         now = self.manager.page_values(own, ("tier", "gpu_slot", "gen"))
@@ -60,6 +65,7 @@ class SequenceLease(KernelLease):
                 raise StaleLeaseError(
                     f"sequence {self.seq_id!r}: own page {pid} moved (tier {tier}, slot {at}, "
                     f"gen {g}; leased slot {slot}, gen {gen})")
+        self.passed = version
 
 
 class FixedLease(KernelLease):

@@ -2,10 +2,12 @@
 
 The claim behind it is ``Pipeline.version``: every write of spec state is a counted firing of an event
 that changes state (a rollback takes its firings back with its writes), so an unchanged version means
-an unchanged state, and a guard decides the same.  The random machine of ``test_runtime_stateful``
-checks that claim on every step (faults, rollbacks, copies in flight included) and checks every
-memoized lease against a fresh evaluation of the guard.  The unit tests show a change that makes a
-lease stale is seen, and that the same test fails when the version is not consulted.
+an unchanged state, and a guard decides the same.  (The engine's ``SequenceLease`` also trusts it for
+its own pages' GPU slots, which move only with tier events: the machine checks those too.)  The random
+machine of ``test_runtime_stateful`` checks that claim on every step (faults, rollbacks, copies in
+flight included) and checks every memoized lease against a fresh evaluation of the guard.  The unit
+tests show a change that makes a lease stale is seen, and that the same test fails when the version
+is not consulted.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from morphcache.runtime import CacheManager, ConfigError, StaleLeaseError
 
 
 def _state(m: CacheManager) -> tuple[Any, ...]:
-    """Every spec value of every live page and reader, and the live ids."""
+    """Every spec value and GPU slot of every live page, every spec value of every live reader, the
+    live ids."""
     store = m.parts.pipe.store
     pages, readers = sorted(store.live_pages), sorted(store.live_readers)
-    return (pages, readers,
+    records = m.parts.pages.records
+    return (pages, readers, [records[p].gpu_slot if p in records else None for p in pages],
             {name: [col[p] for p in pages] for name, col in store.cols.items()},
             {name: [col[r] for r in readers] for name, col in store.rcols.items()},
             {name: {r: dict(row) for r, row in rows.items() if row} for name, rows in store.rp.items()})
