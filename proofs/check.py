@@ -175,9 +175,9 @@ class Checker:
         pending = [(own[p.name], p, searched[p.name]) for p in props if p.name not in out]
         if pending:
             start = time.perf_counter()
-            for prop, result in self.k_induct([p for _, p, _ in pending], proved,
+            for name, result in self.k_induct([p for _, p, _ in pending], proved,
                                               min(d for _, _, d in pending)).items():
-                out[prop] = result
+                out[name] = result
         deeper: dict[Slice, list[tuple[Property, int]]] = {}
         for keep, prop, depth in pending:
             if prop.name not in out:

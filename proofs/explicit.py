@@ -123,7 +123,8 @@ class ExplicitSystem:
             key = tuple(self._concrete(a, env) for a in e.args)
             at = self.pos.get((e.name, key))
             if at is None:
-                raise EncodingError(f"{e.name}{list(key)} is outside the instance")
+                raise EncodingError(e.loc.file or self.spec.path, e.loc.line, e.loc.col,
+                                    f"{e.name}{list(key)} is outside the instance")
             return f"st[{at}]"
         if isinstance(e, Unary):
             return f"(not {self.py(e.operand, env)})" if e.op == "not" else f"(-{self.py(e.operand, env)})"

@@ -207,7 +207,7 @@ class CompiledSpec:
             if node.kind != "all" or dom is None or dom.kind != READER_PAGES or dom.key != "r" or \
                     free_names(node) - {"r"}:
                 return None
-            if all(isinstance(x, Index) is False or x.name in dom.vars for x in walk(node.body)):
+            if all(not isinstance(x, Index) or x.name in dom.vars for x in walk(node.body)):
                 return None  # the body reads only the domain's own entries: evaluating it is cheap
             text = render(node)
             for name, known in self.tracked.items():
@@ -273,8 +273,8 @@ class CompiledSpec:
             r = self._prep(lk.ready[obj])
             ready[obj] = compile_source(r)
             vready[obj] = compile_vector(r)
-            local[obj] = all(isinstance(x, Index) is False or (len(x.args) == 1 and isinstance(x.args[0], Name)
-                                                                and x.args[0].name == "p") for x in walk(r)) \
+            local[obj] = all(not isinstance(x, Index) or (len(x.args) == 1 and isinstance(x.args[0], Name)
+                                                          and x.args[0].name == "p") for x in walk(r)) \
                 and not (free_names(r) - {"p"})
             text[obj] = render(lk.ready[obj])
             reads |= array_names(r)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from morphcache.spec.expr import Const, Expr, Index, Name, Reduce, rebuild, render, walk
+from morphcache.spec.expr import Const, Expr, Index, Name, Reduce, Value, rebuild, render, walk
 from morphcache.spec.model import PAGE, READER, READER_PAGE, Spec
 
 from .errors import ConfigError
@@ -66,10 +66,10 @@ class DomainTable:
     spec: Spec
     domains: dict[str, Domain] = field(default_factory=dict)
     aggregates: dict[str, Aggregate] = field(default_factory=dict)
-    init: Mapping[str, object] = field(default_factory=dict)
+    init: Mapping[str, Value] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        init: dict[str, object] = {n: d.init for n, d in self.spec.vars.items()}
+        init: dict[str, Value] = {n: d.init for n, d in self.spec.vars.items()}
         init.update({n: o.initial for n, o in self.spec.objects.items()})
         self.init = init
 

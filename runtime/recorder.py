@@ -168,8 +168,8 @@ class Recorder:
                 values += [(name, store.rp_value(name, x, q)) for x in proj.readers for q in proj.pages]
         values += self._effect_values(ev, n)
         while size < MAX_PAD:
-            scope = dict(self.cspec.constants, pages=size)
-            ok = all(_within(self.cspec.bounds[name], value, scope) for name, value in values)
+            env = dict(self.cspec.constants, pages=size)
+            ok = all(_within(self.cspec.bounds[name], value, env) for name, value in values)
             if ok and checks:
                 saved = n["pages"]
                 n["pages"] = size

@@ -60,7 +60,7 @@ class FaultyDisk(DiskTier):
         assert isinstance(disk, FaultyDisk)
         return disk
 
-    def pwrite(self, data: bytes, offset: int) -> None:
+    def pwrite(self, data: bytes | bytearray, offset: int) -> None:
         """The slab write, refused while a write fault covers it."""
         fault = self.write_fault
         if fault == "readonly" or (fault == "nospace" and data.startswith(MAGIC)):
