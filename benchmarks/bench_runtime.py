@@ -36,14 +36,21 @@ from morphcache.runtime import CacheManager, NeedsRecovery, Ready, RuntimeConfig
 TRACE = "mooncake_conversation_trace.jsonl"
 
 
-def best_of(fn: Callable[[], object], repeat: int = 7) -> float:
-    """Best wall time of ``repeat`` calls, in seconds."""
+def timings(fn: Callable[[], object], repeat: int, before: Callable[[], object] | None = None) -> list[float]:
+    """Wall time of each of ``repeat`` calls, in seconds (``before``: called ahead of each, untimed)."""
     out = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t0)
-    return min(out)
+    return out
+
+
+def best_of(fn: Callable[[], object], repeat: int = 7) -> float:
+    """Best wall time of ``repeat`` calls, in seconds."""
+    return min(timings(fn, repeat))
 
 
 def machine() -> str:
@@ -268,10 +275,10 @@ def bench_revalidate(sizes: tuple[int, ...] = (1024, 16384, 32768, 131072), page
             kernel = m.kernel_lease([lease])
             m.register("other")
             other = iter(range(1 << 30, (1 << 30) + repeat))
-            written = _median_call(partial(m.read, lease), repeat,  # another sequence's token before each read
-                                   before=partial(_append_next, m, "other", other))
-            same = _median_call(partial(m.read, lease), repeat)
-            live = _median_call(kernel.check_live, repeat)
+            written = statistics.median(timings(partial(m.read, lease), repeat,  # another sequence's token first
+                                                before=partial(_append_next, m, "other", other)))
+            same = statistics.median(timings(partial(m.read, lease), repeat))
+            live = statistics.median(timings(kernel.check_live, repeat))
             m.release(lease)
         print(f"{n:>8} {pages:>6} {written * 1e3:>12.3f}ms {written / pages * 1e6:>7.3f}us {same * 1e3:>8.3f}ms "
               f"{same / pages * 1e6:>7.3f}us {live * 1e3:>9.3f}ms")
@@ -284,18 +291,6 @@ def bench_revalidate(sizes: tuple[int, ...] = (1024, 16384, 32768, 131072), page
 def _append_next(m: CacheManager, seq_id: str, tokens: Iterator[int]) -> None:
     """Append the next of ``tokens`` to ``seq_id`` (a write that fires spec events)."""
     m.append(seq_id, [next(tokens)])
-
-
-def _median_call(fn: Callable[[], object], repeat: int, before: Callable[[], object] | None = None) -> float:
-    """Median wall time of ``repeat`` calls, in seconds (``before``: called ahead of each, untimed)."""
-    out = []
-    for _ in range(repeat):
-        if before is not None:
-            before()
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
 
 
 def main(argv: list[str] | None = None) -> None:
